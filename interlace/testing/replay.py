@@ -1,0 +1,243 @@
+"""Replay a log of micro-batches through real Spark, deterministically.
+
+Each input stream is a file source (Parquet) reading one file per trigger
+(``maxFilesPerTrigger=1``): the harness writes file ``i`` of every input for log batch ``i``
+(an empty file when that input has no rows), so Spark's micro-batch ``i`` holds exactly log batch
+``i`` of every input. The query runs with ``trigger(availableNow=True)``; a ``foreachBatch``
+sink collects the output rows with their batch id. Spark may add a no-data batch when the
+watermark moved (it does at the end of every run): :attr:`ReplayResult.batches` says which
+batches read which log batch, and :meth:`ReplayResult.scheduled` returns the log as Spark ran
+it (an empty batch for each no-data batch), which is what the oracle should be given.
+
+``restart_at=[k]`` stops the query after log batch ``k - 1`` and restarts it from the same
+checkpoint for the rest: the second run must resume with the operator's state.
+
+Example::
+
+    from interlace.testing import JoinBatch, replay_join
+    result = replay_join(spark, log, left_schema, right_schema, spec, workdir=tmp_path)
+    result.rows        # [(batch_id, {column: value}), ...]
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = ["ReplayBatch", "ReplayResult", "replay_join", "replay_streams", "write_parquet_rows"]
+
+
+@dataclass(frozen=True)
+class ReplayBatch:
+    """One micro-batch Spark ran.
+
+    Attributes:
+        batch_id: Spark's batch id.
+        log_index: The log batch it read, or ``None`` for a no-data batch.
+        watermark_ms: Spark's watermark ``W`` during the batch (0 if none yet).
+        num_input_rows: Rows read.
+    """
+
+    batch_id: int
+    log_index: int | None
+    watermark_ms: int
+    num_input_rows: int
+
+
+@dataclass
+class ReplayResult:
+    """Output and schedule of a replay."""
+
+    rows: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
+    batches: list[ReplayBatch] = field(default_factory=list)
+
+    def scheduled(self, log: Sequence[Any], empty: Callable[[], Any]) -> list[Any]:
+        """Return ``log`` as Spark ran it: ``empty()`` in place of each no-data batch.
+
+        A trailing no-data batch is left out: the oracle adds it by the same rule Spark uses.
+        """
+        out: list[Any] = []
+        batches = sorted(self.batches, key=lambda b: b.batch_id)
+        last_data = max((i for i, b in enumerate(batches) if b.log_index is not None), default=-1)
+        for i, b in enumerate(batches):
+            if b.log_index is not None:
+                out.append(log[b.log_index])
+            elif i < last_data:
+                out.append(empty())
+        return out
+
+    def rows_by_batch(self) -> dict[int, list[dict[str, Any]]]:
+        """Group output rows by batch id."""
+        grouped: dict[int, list[dict[str, Any]]] = {}
+        for bid, row in self.rows:
+            grouped.setdefault(bid, []).append(row)
+        return grouped
+
+
+def _arrow_schema(schema: Any) -> Any:
+    import pyarrow as pa
+    from pyspark.sql import types as T
+    from pyspark.sql.pandas.types import to_arrow_type
+
+    fields = []
+    for f in schema.fields:
+        if isinstance(f.dataType, T.TimestampType):
+            at = pa.timestamp("us", tz="UTC")
+        else:
+            at = to_arrow_type(f.dataType)
+        fields.append(pa.field(f.name, at, nullable=True))
+    return pa.schema(fields)
+
+
+def write_parquet_rows(path: Path, rows: Sequence[Mapping[str, Any]], schema: Any, mtime: float) -> None:
+    """Write ``rows`` (naive datetimes meaning UTC) as one Parquet file with ``schema``."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    aschema = _arrow_schema(schema)
+    cols: dict[str, list[Any]] = {n: [] for n in aschema.names}
+    for r in rows:
+        for n in aschema.names:
+            v = r.get(n)
+            if isinstance(v, _dt.datetime) and v.tzinfo is None:
+                v = v.replace(tzinfo=_dt.timezone.utc)
+            cols[n].append(v)
+    table = pa.Table.from_pydict(cols, schema=aschema)
+    tmp = path.with_suffix(".tmp")
+    pq.write_table(table, tmp)
+    os.replace(tmp, path)
+    os.utime(path, (mtime, mtime))
+
+
+def replay_streams(
+    spark: Any,
+    streams: Mapping[str, tuple[Any, Sequence[Sequence[Mapping[str, Any]]]]],
+    build: Callable[[Mapping[str, Any]], Any],
+    *,
+    workdir: str | Path | None = None,
+    restart_at: Sequence[int] = (),
+    checkpoint: str | Path | None = None,
+) -> ReplayResult:
+    """Replay per-batch rows of several inputs through ``build`` on real Spark.
+
+    Args:
+        spark: A SparkSession (session time zone UTC; see :func:`interlace.local_session`).
+        streams: Input name -> (Spark schema, rows per log batch). All inputs have the same
+            number of log batches.
+        build: Takes ``{name: streaming DataFrame}`` and returns the streaming output.
+        workdir: Where input files and the checkpoint go (a temporary folder if omitted).
+        restart_at: Log-batch indices before which the query is stopped and restarted from
+            its checkpoint.
+        checkpoint: Checkpoint location (default: inside ``workdir``).
+
+    Returns:
+        The collected rows and the batch schedule.
+    """
+    lengths = {len(batches) for _, batches in streams.values()}
+    if len(lengths) != 1:
+        msg = f"every input needs the same number of log batches (got {sorted(lengths)})"
+        raise ValueError(msg)
+    (n,) = lengths
+    own_dir = workdir is None
+    root = Path(tempfile.mkdtemp(prefix="interlace-replay-")) if own_dir else Path(workdir)  # type: ignore[arg-type]
+    ckpt = Path(checkpoint) if checkpoint is not None else root / "checkpoint"
+    result = ReplayResult()
+    try:
+        for name in streams:
+            (root / "in" / name).mkdir(parents=True, exist_ok=True)
+        cuts = sorted({0, *[k for k in restart_at if 0 < k < n], n})
+        base_mtime = 1_700_000_000.0
+        for start, stop in zip(cuts, cuts[1:], strict=False):
+            for i in range(start, stop):
+                for name, (schema, batches) in streams.items():
+                    write_parquet_rows(
+                        root / "in" / name / f"{i:06d}.parquet", batches[i], schema, base_mtime + i)
+            frames = {
+                name: spark.readStream.schema(schema).option("maxFilesPerTrigger", 1)
+                .parquet(str(root / "in" / name))
+                for name, (schema, _) in streams.items()
+            }
+            out = build(frames)
+
+            def collect(df: Any, batch_id: int) -> None:
+                for row in df.collect():
+                    result.rows.append((batch_id, row.asDict()))
+
+            query = (
+                out.writeStream.foreachBatch(collect)
+                .option("checkpointLocation", str(ckpt))
+                .trigger(availableNow=True)
+                .start()
+            )
+            query.awaitTermination()
+            seen = {b.batch_id for b in result.batches}
+            for p in query.recentProgress:
+                if p["batchId"] in seen:
+                    continue
+                result.batches.append(_batch_info(p, len(streams)))
+        result.batches.sort(key=lambda b: b.batch_id)
+        return result
+    finally:
+        if own_dir:
+            shutil.rmtree(root, ignore_errors=True)
+
+
+def _batch_info(progress: Mapping[str, Any], n_inputs: int) -> ReplayBatch:
+    import json
+
+    starts, ends = [], []
+    for src in progress["sources"]:
+        for key, acc in (("startOffset", starts), ("endOffset", ends)):
+            raw = src.get(key)
+            off = json.loads(raw) if isinstance(raw, str) else raw
+            acc.append(-1 if off is None else int(off["logOffset"]))
+    advanced = [e > s for s, e in zip(starts, ends, strict=True)]
+    log_index = max(ends) if any(advanced) else None
+    wm_raw = (progress.get("eventTime") or {}).get("watermark")
+    wm_ms = 0
+    if wm_raw:
+        wm = _dt.datetime.strptime(wm_raw, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=_dt.timezone.utc)
+        wm_ms = int(wm.timestamp() * 1000)
+    return ReplayBatch(int(progress["batchId"]), log_index, wm_ms, int(progress["numInputRows"]))
+
+
+def replay_join(
+    spark: Any,
+    log: Sequence[Any],
+    left_schema: Any,
+    right_schema: Any,
+    spec_or_build: Any,
+    **kwargs: Any,
+) -> ReplayResult:
+    """Replay a :class:`~interlace.testing.log.JoinBatch` log through a join on real Spark.
+
+    Args:
+        spark: The SparkSession.
+        log: The log (``JoinBatch(left=..., right=...)`` per micro-batch).
+        left_schema: Spark schema of the left input.
+        right_schema: Spark schema of the right input.
+        spec_or_build: A :class:`~interlace.Join`, or a callable ``(left_df, right_df) -> df``
+            (e.g. Spark's native join, for comparison).
+        **kwargs: Passed to :func:`replay_streams` (``workdir``, ``restart_at``).
+    """
+    if callable(spec_or_build):
+        build = spec_or_build
+    else:
+        from interlace.operators.join import stream_join
+
+        spec = spec_or_build
+
+        def build(left: Any, right: Any) -> Any:
+            return stream_join(left, right, spec)
+
+    streams = {
+        "left": (left_schema, [list(b.left) for b in log]),
+        "right": (right_schema, [list(b.right) for b in log]),
+    }
+    return replay_streams(spark, streams, lambda f: build(f["left"], f["right"]), **kwargs)

@@ -1,0 +1,142 @@
+"""Helpers shared by every operator family: reserved names, literals, input checks."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any, Literal, get_args
+
+import pyarrow as pa
+from pyspark.sql import DataFrame
+from pyspark.sql import types as T
+
+from interlace.operators.errors import ConfigError
+
+#: Every internal working column starts with this prefix; user columns may not.
+RESERVED_PREFIX = "__il_"
+#: The dead-letter column added under ``late_data="dlq"`` (SEMANTICS §4).
+DEAD_LETTER_COLUMN = "_dead_letter"
+#: Default horizon under ``late_data="dlq"``: how far behind the watermark a late row may be
+#: and still reach the operator to be dead-lettered (one day).
+DEFAULT_DLQ_HORIZON_MS = 86_400_000
+
+LateData = Literal["drop", "reopen", "dlq"]
+"""What happens to a late row.
+
+* ``"drop"``: discarded and counted.
+* ``"reopen"``: accepted while within ``allowed_lateness_ms``; past that, dropped and counted.
+* ``"dlq"``: sent to the dead-letter column ``_dead_letter`` (SEMANTICS §4).
+"""
+
+TimeMode = Literal["event", "processing"]
+"""Where event time comes from.
+
+* ``"event"``: a ``TimestampType`` column of the input.
+* ``"processing"``: the micro-batch's ``current_timestamp()``.
+"""
+
+
+def check_literal(field: str, value: object, alias: Any) -> None:
+    """Raise :class:`ConfigError` unless ``value`` is one of the ``Literal`` ``alias`` values."""
+    allowed = get_args(alias)
+    if value not in allowed:
+        msg = f"`{field}` must be one of {', '.join(map(repr, allowed))} (got {field}={value!r})"
+        raise ConfigError(msg)
+
+
+def check_int(field: str, value: object, *, minimum: int | None = None, allow_none: bool = False) -> None:
+    """Raise :class:`ConfigError` unless ``value`` is an int (>= ``minimum``)."""
+    if value is None and allow_none:
+        return
+    if isinstance(value, bool) or not isinstance(value, int):
+        msg = f"`{field}` must be an int number of milliseconds (got {field}={value!r})"
+        raise ConfigError(msg)
+    if minimum is not None and value < minimum:
+        msg = f"`{field}` must be >= {minimum} (got {field}={value})"
+        raise ConfigError(msg)
+
+
+def as_name_tuple(field: str, value: object, *, allow_none: bool = False) -> tuple[str, ...] | None:
+    """Normalise a column-name list to a tuple of str, rejecting a bare string."""
+    if value is None and allow_none:
+        return None
+    if isinstance(value, str) or not isinstance(value, Iterable):
+        msg = f"`{field}` must be a list of column names (got {field}={value!r}); e.g. [\"id\"]"
+        raise ConfigError(msg)
+    names = tuple(value)
+    for name in names:
+        if not isinstance(name, str) or not name:
+            msg = f"`{field}` must hold non-empty column names (got {name!r} in {list(names)})"
+            raise ConfigError(msg)
+    return names
+
+
+def require_streaming(df: DataFrame, what: str) -> None:
+    """Raise unless ``df`` is a streaming DataFrame."""
+    if not df.isStreaming:
+        msg = (
+            f"{what} must be a streaming DataFrame (spark.readStream...), got a batch DataFrame; "
+            "use Spark's batch operators for batch data"
+        )
+        raise ConfigError(msg)
+
+
+def require_columns(df: DataFrame, names: Sequence[str], field: str, what: str) -> None:
+    """Raise naming ``field`` if any of ``names`` is not a column of ``df``."""
+    have = set(df.columns)
+    missing = [n for n in names if n not in have]
+    if missing:
+        msg = (
+            f"`{field}` names column(s) {missing} absent from {what} (its columns: {df.columns}); "
+            "fix the name or select the column first"
+        )
+        raise ConfigError(msg)
+
+
+def reject_reserved(df: DataFrame, what: str) -> None:
+    """Raise if ``df`` has a column using interlace's reserved prefix."""
+    bad = [c for c in df.columns if c.startswith(RESERVED_PREFIX)]
+    if bad:
+        msg = (
+            f"{what} has column(s) {bad} starting with the reserved prefix {RESERVED_PREFIX!r}; "
+            "rename them before passing the DataFrame to interlace"
+        )
+        raise ConfigError(msg)
+
+
+def check_event_time(df: DataFrame, column: str, field: str, what: str) -> None:
+    """Check that ``column`` is a timestamp without a watermark already set on it."""
+    require_columns(df, [column], field, what)
+    f = df.schema[column]
+    if not isinstance(f.dataType, T.TimestampType | T.TimestampNTZType):
+        msg = (
+            f"`{field}` column {column!r} of {what} must be a TimestampType column, got "
+            f"{f.dataType.simpleString()}; convert it, e.g. F.to_timestamp(...) or "
+            "F.timestamp_micros(...)"
+        )
+        raise ConfigError(msg)
+    for g in df.schema.fields:
+        if "spark.watermarkDelayMs" in (g.metadata or {}):
+            msg = (
+                f"{what} already carries a watermark on column {g.name!r}; interlace owns "
+                "withWatermark (it sets the delay from `lateness_ms` and `late_data`); "
+                "remove your withWatermark call and set `lateness_ms` instead"
+            )
+            raise ConfigError(msg)
+
+
+def arrow_schema_for(schema: T.StructType) -> pa.Schema:
+    """Return the Arrow schema matching what Spark hands pandas for ``schema``.
+
+    Timestamps arrive in pandas as naive ``datetime64[ns]`` in the session time zone, so they
+    are kept naive here and round-trip unchanged.
+    """
+    from pyspark.sql.pandas.types import to_arrow_type
+
+    fields = []
+    for f in schema.fields:
+        if isinstance(f.dataType, T.TimestampType | T.TimestampNTZType):
+            at: pa.DataType = pa.timestamp("ns")
+        else:
+            at = to_arrow_type(f.dataType)
+        fields.append(pa.field(f.name, at, nullable=True))
+    return pa.schema(fields)

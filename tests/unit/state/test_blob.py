@@ -1,0 +1,87 @@
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import msgpack
+import pytest
+
+from interlace.state import blob
+from interlace.state.buffers import decode_join_state, encode_join_state
+from interlace.state.errors import StateDecodeError, StateVersionError
+
+GOLDEN = Path(__file__).parent / "golden"
+_spec = importlib.util.spec_from_file_location("make_golden", GOLDEN / "make_golden.py")
+assert _spec and _spec.loader
+make_golden = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(make_golden)
+
+
+def _schemas():
+    from interlace.state.buffers import buffer_schema
+
+    return buffer_schema(make_golden.LEFT_PAYLOAD), buffer_schema(make_golden.RIGHT_PAYLOAD)
+
+
+def test_golden_v1_join_blob_still_decodes_to_the_same_buffers():
+    data = (GOLDEN / "join_v1.bin").read_bytes()
+    ls, rs = _schemas()
+    got = decode_join_state(data, make_golden.FP, ls, rs)
+    want = make_golden.golden_buffers()
+    assert got.left.equals(want.left)
+    assert got.right.equals(want.right)
+
+
+def test_encoding_is_byte_stable_against_the_golden_blob():
+    data = (GOLDEN / "join_v1.bin").read_bytes()
+    assert encode_join_state(make_golden.golden_buffers(), make_golden.FP) == data
+
+
+def test_blob_round_trips_body_and_checks_kind_and_fingerprint():
+    data = blob.encode("window", "fp1", {"x": [1, 2], "b": b"\x00"})
+    assert blob.decode(data, kind="window", fp="fp1") == {"x": [1, 2], "b": b"\x00"}
+    assert blob.decode(data, kind="window", fp=None) == {"x": [1, 2], "b": b"\x00"}
+    with pytest.raises(StateDecodeError, match="written by a 'window' operator"):
+        blob.decode(data, kind="join", fp="fp1")
+    with pytest.raises(StateVersionError, match="different spec"):
+        blob.decode(data, kind="window", fp="other")
+
+
+def test_newer_version_is_a_clear_error_naming_found_and_supported():
+    data = msgpack.packb({"v": 99, "kind": "join", "fp": "x", "body": {}})
+    with pytest.raises(StateVersionError, match=r"version 99.*reads versions \[1\]"):
+        blob.decode(data, kind="join", fp=None)
+
+
+def test_garbage_is_a_decode_error():
+    with pytest.raises(StateDecodeError):
+        blob.decode(b"\xc1not msgpack", kind="join", fp=None)
+    with pytest.raises(StateDecodeError, match="no interlace envelope"):
+        blob.decode(msgpack.packb([1, 2]), kind="join", fp=None)
+
+
+def test_migration_chain_upgrades_an_old_version_on_read(monkeypatch):
+    monkeypatch.setattr(blob, "_MIGRATIONS", {})
+    monkeypatch.setattr(blob, "_OLDEST_VERSION", 1)
+
+    def upgrade_v0_to_v1(env):
+        body = dict(env["body"])
+        body["renamed"] = body.pop("old")
+        return {**env, "v": 1, "body": body}
+
+    blob.register_migration(0, upgrade_v0_to_v1)
+    old = msgpack.packb({"v": 0, "kind": "join", "fp": "f", "body": {"old": 5}})
+    assert blob.decode(old, kind="join", fp="f") == {"renamed": 5}
+    assert blob.supported_versions() == [0, 1]
+
+
+def test_version_without_a_registered_migration_is_an_error(monkeypatch):
+    monkeypatch.setattr(blob, "_MIGRATIONS", {})
+    old = msgpack.packb({"v": 0, "kind": "join", "fp": "f", "body": {}})
+    with pytest.raises(StateVersionError, match="no registered migration"):
+        blob.decode(old, kind="join", fp="f")
+
+
+def test_fingerprint_is_stable_and_order_independent():
+    assert blob.fingerprint({"a": 1, "b": (1, 2)}) == blob.fingerprint({"b": [1, 2], "a": 1})
+    assert blob.fingerprint({"a": 1}) != blob.fingerprint({"a": 2})
