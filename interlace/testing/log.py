@@ -17,6 +17,7 @@ Example:
     (1, 0)
     >>> to_us(datetime(1970, 1, 1, 0, 0, 1, 5))
     1000005
+
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ class JoinBatch:
     Attributes:
         left: Rows of the left input, in arrival order; each a dict column -> value.
         right: Rows of the right input, in arrival order; each a dict column -> value.
+
     """
 
     left: tuple[dict[str, Any], ...] = ()
@@ -71,6 +73,7 @@ def to_us(dt: datetime) -> int:
 
     Raises:
         TypeError: If ``dt`` is not a datetime (``None`` included).
+
     """
     if not isinstance(dt, datetime):
         msg = f"event time must be a datetime.datetime (got {type(dt).__name__}: {dt!r})"

@@ -99,6 +99,7 @@ class OracleRow:
         batch: Index of the micro-batch (0-based; ``num_batches - 1`` may be the trailing
             no-data batch).
         row: Output column -> value, keys in output column order.
+
     """
 
     batch: int
@@ -125,6 +126,7 @@ class JoinOracleResult:
         dead_lettered: Side -> rows the operator judged late and sent to the dead-letter
             output (``late_data="dlq"``).
         output_columns: The output column names, in order.
+
     """
 
     rows: list[OracleRow] = field(default_factory=list)
@@ -146,6 +148,7 @@ class JoinOracleResult:
 
         Returns:
             The row dicts of that batch, in emission order.
+
         """
         return [out.row for out in self.rows if out.batch == batch]
 
@@ -154,6 +157,7 @@ class JoinOracleResult:
 
         Returns:
             Batch index -> row dicts, with an entry (possibly empty) for every batch run.
+
         """
         grouped: dict[int, list[dict[str, Any]]] = {b: [] for b in range(self.num_batches)}
         for out in self.rows:
@@ -201,6 +205,7 @@ def _resolve(
 
     Raises:
         ValueError: If the spec cannot be modelled (unknown mode, missing bounds, ...).
+
     """
     how = getattr(spec, "how", "inner")
     if how not in JOIN_HOWS:
@@ -210,8 +215,8 @@ def _resolve(
     if late_data not in LATE_DATA_MODES:
         msg = f"`late_data` must be one of {LATE_DATA_MODES} (got {late_data!r})"
         raise ValueError(msg)
-    if getattr(spec, "time_mode", "event") != "event":
-        msg = "the join oracle models event time only (`time_mode` must be 'event')"
+    if getattr(spec, "time_mode", None) == "processing":
+        msg = "the join oracle models event time only (got `time_mode='processing'`)"
         raise ValueError(msg)
 
     columns = {"left": tuple(left_columns), "right": tuple(right_columns)}
@@ -262,10 +267,10 @@ def _resolve(
         horizon_ms, close_allowance_ms = 0, 0
 
     # Output naming.
-    prefix = {
-        "left": getattr(spec, "left_prefix", None) or "left_",
-        "right": getattr(spec, "right_prefix", None) or "right_",
-    }
+    prefix: dict[str, str] = {}
+    for side in _SIDES:
+        chosen_prefix = getattr(spec, f"{side}_prefix", None)  # "" is a valid prefix
+        prefix[side] = f"{side}_" if chosen_prefix is None else chosen_prefix
     output_columns_of: dict[str, tuple[str, ...]] = {}
     for side in _SIDES:
         chosen = getattr(spec, f"output_{side}_columns", None)
@@ -278,7 +283,9 @@ def _resolve(
     if how in _LEFT_ONLY_HOWS:
         output_columns = list(output_columns_of["left"])
     else:
-        output_columns = [prefix[side] + name for side in _SIDES for name in output_columns_of[side]]
+        output_columns = [
+            prefix[side] + name for side in _SIDES for name in output_columns_of[side]
+        ]
     if late_data == "dlq":
         output_columns.append(DEAD_LETTER_COLUMN)
     if len(set(output_columns)) != len(output_columns):
@@ -348,6 +355,7 @@ class _SparkWatermarkTracker:
         Args:
             event_times_us: Side -> event times of all rows of the batch, including the
                 rows Spark's pre-filter and the operator later drop.
+
         """
         for side in _SIDES:
             times = event_times_us[side]
@@ -444,8 +452,10 @@ class _JoinModel:
     def _emit_pair(
         self, batch: int, left: Mapping[str, Any] | None, right: Mapping[str, Any] | None
     ) -> None:
-        """Emit ``left_prefix + column ...`` then ``right_prefix + column ...``; a missing
-        side (None) is null-padded."""
+        """Emit ``left_prefix + column ...`` then ``right_prefix + column ...``.
+
+        A missing side (None) is null-padded.
+        """
         values: dict[str, Any] = {}
         for side, row in (("left", left), ("right", right)):
             for name in self.cfg.output_columns_of[side]:
@@ -482,9 +492,12 @@ class _JoinModel:
     # ---- matching ----
 
     def _matches(self, left: _BufferedRow, right: _BufferedRow) -> bool:
-        """Join predicate: keys equal and non-null, and
-        ``r.t BETWEEN l.t + lower AND l.t + upper`` (inclusive)."""
-        for left_key, right_key in zip(self.cfg.keys["left"], self.cfg.keys["right"]):
+        """Apply the join predicate to one left and one right row.
+
+        Every key equal and non-null, and ``r.t BETWEEN l.t + lower AND l.t + upper``
+        (inclusive).
+        """
+        for left_key, right_key in zip(self.cfg.keys["left"], self.cfg.keys["right"], strict=True):
             if not _key_values_equal(left.row[left_key], right.row[right_key]):
                 return False
         delta_us = right.event_time_us - left.event_time_us
@@ -638,6 +651,7 @@ def oracle_join(
         [0, 0, 1767225600000]
         >>> result.num_batches  # the last one is the trailing no-data batch
         3
+
     """
     if watermark_policy not in WATERMARK_POLICIES:
         msg = f"`watermark_policy` must be one of {WATERMARK_POLICIES} (got {watermark_policy!r})"
@@ -663,19 +677,20 @@ def oracle_join(
         survivors: dict[str, list[tuple[Mapping[str, Any], int]]] = {}
         for side in _SIDES:
             survivors[side] = []
-            for row, event_time_us in zip(rows_by_side[side], event_times_us[side]):
+            side_rows = zip(rows_by_side[side], event_times_us[side], strict=True)
+            for input_row, event_time_us in side_rows:
                 if _spark_drops_row(event_time_us, previous_batch_w_ms):
                     result.spark_dropped[side] += 1
                 else:
-                    survivors[side].append((row, event_time_us))
+                    survivors[side].append((input_row, event_time_us))
 
         # Rule 4: the operator watermark for every decision in this batch.
         wm_us = _operator_wm_us(spark_w_ms, cfg.horizon_ms)
 
         # Rules 5-7: left rows first, then right rows, each row in arrival order.
         for side in _SIDES:
-            for row, event_time_us in survivors[side]:
-                model.ingest(batch_index, side, row, event_time_us, wm_us)
+            for survivor, event_time_us in survivors[side]:
+                model.ingest(batch_index, side, survivor, event_time_us, wm_us)
 
         # Rule 8: evict after ingest.
         model.evict(batch_index, wm_us)
@@ -722,6 +737,7 @@ def _json_value(value: Any) -> Any:
 
     Raises:
         TypeError: For a value with no defined JSON form.
+
     """
     if value is None or isinstance(value, (bool, str)):
         return value
@@ -776,6 +792,7 @@ def canonical_rows(rows: Iterable[Mapping[str, Any] | OracleRow]) -> list[Canoni
     Example:
         >>> canonical_rows([{"b": 2.0, "a": None}, {"a": float("nan"), "b": 1}])
         [(('a', None), ('b', 1)), (('a', None), ('b', 2.0))]
+
     """
     return sorted((canonical_row(row) for row in rows), key=_order_key)
 
@@ -789,13 +806,17 @@ def canonical_row(row: Mapping[str, Any] | OracleRow) -> CanonicalRow:
 
     Returns:
         The canonical row (see :func:`canonical_rows`).
+
     """
+    mapping: Mapping[str, Any]
     if isinstance(row, OracleRow):
-        row = row.row
-    if hasattr(row, "asDict"):
-        row = row.asDict(recursive=True)
+        mapping = row.row
+    elif hasattr(row, "asDict"):  # a Spark Row
+        mapping = row.asDict(recursive=True)
+    else:
+        mapping = row
     items: list[tuple[str, Any]] = []
-    for name, value in row.items():
+    for name, value in mapping.items():
         if name == DEAD_LETTER_COLUMN and isinstance(value, str):
             items.append((name, _canonical_json(json.loads(value))))
         else:
@@ -820,8 +841,9 @@ def _canonical_value(value: Any) -> Any:
     # numpy datetime64 / timedelta64: go through microseconds (``.item()`` of a ns value
     # would be an int); NaT becomes None.
     dtype = getattr(value, "dtype", None)
-    if module.startswith("numpy") and getattr(dtype, "kind", None) in ("M", "m"):
-        unit = "datetime64[us]" if dtype.kind == "M" else "timedelta64[us]"
+    dtype_kind = getattr(dtype, "kind", None)
+    if module.startswith("numpy") and dtype_kind in ("M", "m"):
+        unit = "datetime64[us]" if dtype_kind == "M" else "timedelta64[us]"
         return _canonical_value(value.astype(unit).item())
     if type(value).__name__ == "NaTType":
         return None
@@ -851,8 +873,11 @@ def _canonical_value(value: Any) -> Any:
 
 
 def _order_key(value: Any) -> tuple[Any, ...]:
-    """A total order over canonical values (None, numbers, strings ... never compared
-    across kinds), so canonical rows sort without TypeError."""
+    """Return a sort key giving a total order over canonical values.
+
+    Values of different kinds (None, numbers, strings ...) are never compared with each
+    other, so canonical rows sort without TypeError.
+    """
     if value is None:
         return (0,)
     if isinstance(value, bool):

@@ -133,10 +133,10 @@ def kafka_emit_batches(column: str) -> dict[Pair, int]:
     Args:
         column: ``"inner"``, ``"left"`` or ``"outer"``.
     """
-    position = {"inner": 3, "left": 4, "outer": 5}[column]
     emitted: dict[Pair, int] = {}
-    for batch_index, entry in enumerate(KAFKA_TABLE):
-        for pair in entry[position]:
+    for batch_index, (*_, inner, left_join, outer_join) in enumerate(KAFKA_TABLE):
+        pairs = {"inner": inner, "left": left_join, "outer": outer_join}[column]
+        for pair in pairs:
             assert pair not in emitted, f"{pair} emitted twice in the table"
             emitted[pair] = batch_index
     return emitted

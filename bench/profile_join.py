@@ -1,0 +1,238 @@
+"""Profile the Python side of interlace's join, without Spark's JVM, on benchmark data.
+
+Run (from the repository root)::
+
+    /work/venv/bin/python bench/profile_join.py --workload b          # phase timings
+    /work/venv/bin/python bench/profile_join.py --workload c --cprofile 25
+
+It replays what one ``applyInPandasWithState`` Python worker does for every key group of every
+micro-batch of a ``bench/join_bench.py`` workload, using PySpark's own conversion code where the
+worker would:
+
+1. ``input``: the prepared input rows (the columns ``prepare_join`` builds) as Arrow record
+   batches, cut per key group into chunks of ``spark.sql.execution.arrow.maxRecordsPerBatch``
+   (10,000) rows, converted with PySpark's ``ArrowBatchTransformer.to_pandas`` and
+   ``pd.concat(axis=1)`` as ``worker.py`` does;
+2. ``JoinFunction.__call__`` (split into ``frames_to_table``, ``decode``, ``step``, ``encode``,
+   ``table_to_pandas``) with a stand-in ``GroupState``;
+3. ``output``: PySpark's ``PandasToArrowConversion.convert`` of the yielded frames and the
+   pickling of the state value.
+
+Key groups are assigned with a 64-bit mix hash, not Spark's xxhash64, so which key lands in
+which group differs from Spark; sizes per group are the same in distribution. The Spark
+watermark of batch ``i`` is ``min(max left t, max right t) - lateness`` over batches ``< i``,
+as Spark computes it with the default ``multipleWatermarkPolicy=min``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import pickle
+import pstats
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from join_bench import T0_US, WORKLOADS, generate  # noqa: E402
+
+from interlace.operators import join as J  # noqa: E402
+from interlace.state.buffers import JoinBuffers, decode_join_state, encode_join_state  # noqa: E402
+
+
+class State:
+    """Minimal GroupState stand-in (the subset JoinFunction uses)."""
+
+    def __init__(self, value: Any, wm_ms: int) -> None:
+        self.value = value
+        self.wm_ms = wm_ms
+
+    @property
+    def exists(self) -> bool:
+        return self.value is not None
+
+    @property
+    def get(self) -> Any:
+        return self.value
+
+    def getCurrentWatermarkMs(self) -> int:  # noqa: N802
+        return self.wm_ms
+
+    def update(self, value: Any) -> None:
+        self.value = value
+
+    def remove(self) -> None:
+        self.value = None
+
+    def setTimeoutTimestamp(self, ts: int) -> None:  # noqa: N802
+        self.timeout = ts
+
+
+def mix_hash(k: np.ndarray, n: int) -> np.ndarray:
+    x = k.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+    x ^= x >> np.uint64(31)
+    x *= np.uint64(0xBF58476D1CE4E5B9)
+    x ^= x >> np.uint64(29)
+    return (x % np.uint64(n)).astype(np.int32)
+
+
+def prepared_batch(left: tuple[np.ndarray, ...], right: tuple[np.ndarray, ...], kg: int) -> pa.Table:
+    """The rows ``prepare_join`` feeds to the grouped operator, as Spark's Arrow types."""
+    ts = pa.timestamp("us", tz="UTC")
+    nl, nr = len(left[0]), len(right[0])
+    n = nl + nr
+    k = np.concatenate([left[0], right[0]])
+    t = np.concatenate([left[1], right[1]])
+    side = np.concatenate([np.zeros(nl, np.int32), np.ones(nr, np.int32)])
+    lmask = np.concatenate([np.zeros(nl, bool), np.ones(nr, bool)])  # True = null
+    rmask = ~lmask
+
+    def col(values: np.ndarray, mask: np.ndarray, typ: pa.DataType) -> pa.Array:
+        arr = pa.array(values, mask=mask)
+        return arr.cast(typ) if typ != arr.type else arr
+
+    v = np.concatenate([left[2], right[2]])
+    arrays = [
+        pa.array(side), pa.array(mix_hash(k, kg)), pa.array(t).cast(ts), pa.array(t),
+        col(k, lmask, pa.int64()), col(t, lmask, pa.int64()).cast(ts), col(v, lmask, pa.float64()),
+        col(k, rmask, pa.int64()), col(t, rmask, pa.int64()).cast(ts), col(v, rmask, pa.float64()),
+    ]
+    names = [J.SIDE_COLUMN, J.KEY_GROUP_COLUMN, J.EVENT_TIME_COLUMN, J.TIME_COLUMN,
+             "__il_l0", "__il_l1", "__il_l2", "__il_r0", "__il_r1", "__il_r2"]
+    table = pa.Table.from_arrays(arrays, names=names)
+    assert table.num_rows == n
+    # Spark sorts each partition by the grouping key before the operator.
+    return table.take(pa.array(np.argsort(table.column(J.KEY_GROUP_COLUMN).to_numpy(), kind="stable")))
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--workload", default="b", choices=sorted(WORKLOADS))
+    ap.add_argument("--rows", type=int, default=100_000)
+    ap.add_argument("--batches", type=int, default=4)
+    ap.add_argument("--key-groups", type=int, default=32)
+    ap.add_argument("--chunk", type=int, default=10_000, help="arrow.maxRecordsPerBatch")
+    ap.add_argument("--cprofile", type=int, default=0, help="print the top N functions (cumtime)")
+    ap.add_argument("--seed", type=int, default=20260302)
+    args = ap.parse_args(argv)
+
+    from pyspark.serializers import CPickleSerializer
+    from pyspark.sql import types as T
+    from pyspark.sql.conversion import ArrowBatchTransformer, PandasToArrowConversion
+
+    w = WORKLOADS[args.workload]
+    data = generate(w, args.rows, args.batches, args.seed + "abc".index(args.workload))
+    spec = J.Join(left_keys=["k"], right_keys=["k"], how="inner", time_window_ms=w.window_ms,
+                  event_time_column="ts", lateness_ms=w.lateness_ms, key_groups=args.key_groups)
+    side_schema = pa.schema([("k", pa.int64()), ("ts", pa.timestamp("ns")), ("v", pa.float64())])
+    plan = J.JoinPlan.from_schemas(spec, side_schema, side_schema)
+    func = J.JoinFunction(plan)
+    out_type = T.StructType([
+        T.StructField(n, t) for n, t in zip(
+            plan.output_names,
+            [T.LongType(), T.TimestampType(), T.DoubleType()] * 2, strict=True)])
+    pickle_ser = CPickleSerializer()
+
+    states: dict[int, Any] = {}
+    phase: dict[str, float] = defaultdict(float)
+    calls = 0
+    out_rows = 0
+    blob_bytes: list[int] = []
+
+    # Wrap the JoinFunction pieces to time them (module globals are looked up at call time).
+    orig = {n: getattr(J, n) for n in ("frames_to_table", "decode_join_state", "step",
+                                        "encode_join_state", "table_to_pandas")}
+
+    def timed(name: str) -> Any:
+        fn = orig[name]
+
+        def wrapper(*a: Any, **k: Any) -> Any:
+            t = time.perf_counter()
+            try:
+                return fn(*a, **k)
+            finally:
+                phase[name] += time.perf_counter() - t
+        return wrapper
+
+    for name in orig:
+        setattr(J, name, timed(name))
+
+    prof = cProfile.Profile() if args.cprofile else None
+    max_l = max_r = None
+    per_batch: list[float] = []
+    for b in range(args.batches):
+        wm_ms = 0 if max_l is None else max(0, (min(max_l, max_r) // 1000) - w.lateness_ms)
+        table = prepared_batch(data.left[b], data.right[b], args.key_groups)
+        max_l = max(max_l or 0, int(data.left[b][1].max()))
+        max_r = max(max_r or 0, int(data.right[b][1].max()))
+        kgs = table.column(J.KEY_GROUP_COLUMN).to_numpy()
+        bounds = np.flatnonzero(np.diff(kgs)) + 1
+        starts = np.concatenate([[0], bounds])
+        ends = np.concatenate([bounds, [len(kgs)]])
+        # Groups with state but no input in this batch get a timeout call only if their timeout
+        # passed; with these workloads every group has input in every batch.
+        t_batch = time.perf_counter()
+        if prof:
+            prof.enable()
+        for s, e in zip(starts, ends, strict=True):
+            g = int(kgs[s])
+            t = time.perf_counter()
+            frames = []
+            for c in range(s, e, args.chunk):
+                rb = table.slice(c, min(args.chunk, e - c)).combine_chunks().to_batches()[0]
+                series = ArrowBatchTransformer.to_pandas(
+                    rb, timezone="UTC", struct_in_pandas="dict", ndarray_as_list=False,
+                    prefer_int_ext_dtype=False, df_for_struct=False)
+                frames.append(pd.concat(series, axis=1))
+            phase["input (PySpark arrow->pandas)"] += time.perf_counter() - t
+            st = State(pickle.loads(states[g]) if g in states else None, wm_ms)
+            outs = list(func((g,), iter(frames), st))
+            calls += 1
+            t = time.perf_counter()
+            for pdf in outs:
+                out_rows += len(pdf)
+                PandasToArrowConversion.convert(pdf, out_type, timezone="UTC", safecheck=True,
+                                                arrow_cast=True, assign_cols_by_name=False)
+            if st.value is not None:
+                states[g] = pickle_ser.dumps(st.value)
+                blob_bytes.append(len(st.value[0]))
+            else:
+                states.pop(g, None)
+            phase["output (PySpark pandas->arrow + state pickle)"] += time.perf_counter() - t
+        if prof:
+            prof.disable()
+        per_batch.append(time.perf_counter() - t_batch)
+
+    for name, fn in orig.items():
+        setattr(J, name, fn)
+    total = sum(per_batch)
+    inner = sum(v for k, v in phase.items() if not k.startswith(("input", "output")))
+    print(f"workload ({w.name}) {w.label}: {args.batches} batches x {args.rows:,} rows/side, "
+          f"key_groups={args.key_groups}, {calls} calls, {out_rows:,} output rows")
+    print(f"Python time per batch (s): {', '.join(f'{x:.2f}' for x in per_batch)}; total "
+          f"{total:.2f} s = {data.input_rows / total:,.0f} input rows/s on ONE core")
+    print(f"last blob sizes: mean {np.mean(blob_bytes[-args.key_groups:]) / 1024:,.0f} KiB")
+    print("\n| phase | seconds | share |\n|---|---:|---:|")
+    for name, v in sorted(phase.items(), key=lambda kv: -kv[1]):
+        print(f"| {name} | {v:.2f} | {v / total:.0%} |")
+    print(f"| (JoinFunction total) | {inner:.2f} | {inner / total:.0%} |")
+    if prof:
+        s = io.StringIO()
+        pstats.Stats(prof, stream=s).sort_stats("tottime").print_stats(args.cprofile)
+        print(s.getvalue())
+    # Unused-name guard for linters: these are the phases' functions.
+    _ = (JoinBuffers, decode_join_state, encode_join_state, T0_US)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
