@@ -997,7 +997,7 @@ def prepare_join(left: Any, right: Any, spec: Join, *, counters: Any | None = No
     )
 
 
-def stream_join(left: Any, right: Any, spec: Join) -> Any:
+def stream_join(left: Any, right: Any, spec: Join, *, counters: Any | None = None) -> Any:
     """Join two streaming DataFrames per ``spec`` and return the streaming result.
 
     interlace owns the watermark: each input gets ``withWatermark`` with delay
@@ -1011,7 +1011,14 @@ def stream_join(left: Any, right: Any, spec: Join) -> Any:
             left_keys=["order_id"], right_keys=["order_id"], how="left",
             time_window_ms=600_000, event_time_column="ts"))
 
+    Args:
+        left: The left streaming DataFrame.
+        right: The right streaming DataFrame.
+        spec: The join.
+        counters: Optional accumulator from :func:`interlace.metrics.counters`; receives
+            matches, unmatched rows emitted, late / null-key rows dropped, dead letters.
+
     Raises:
         ConfigError: Invalid spec or inputs, before any query starts.
     """
-    return prepare_join(left, right, spec).apply()
+    return prepare_join(left, right, spec, counters=counters).apply()

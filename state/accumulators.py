@@ -390,16 +390,32 @@ def _nullable_series(data: NDArray[Any], valid: NDArray[np.bool_]) -> pd.Series[
     return pd.Series(out, dtype=object)
 
 
-def _sort_by_slot_then(slots: NDArray[np.int64], *keys: NDArray[Any]) -> NDArray[np.intp]:
-    """Return the stable order sorting rows by slot, then by ``keys`` in order.
+def _order_codes(values: NDArray[Any]) -> tuple[NDArray[np.int64], NDArray[Any]]:
+    """Factorize non-null ``values`` into codes that sort like the values.
 
-    Works for object keys too (np.lexsort does not), by chaining stable sorts
-    from the least significant key up.
+    Equal values share a code and ``codes[i] < codes[j]`` iff
+    ``values[i] < values[j]``, so strings or Decimals can be reduced with integer
+    ufuncs. Hash-based: only the distinct values are compared (sorted).
+
+    Returns:
+        The codes and the distinct values (``uniques[codes] == values``).
     """
-    order = np.arange(slots.shape[0])
-    for key in reversed(keys):
-        order = order[np.argsort(key[order], kind="stable")]
-    return order[np.argsort(slots[order], kind="stable")]
+    codes, uniques = pd.factorize(values, sort=True)
+    return np.asarray(codes, dtype=np.int64), np.asarray(uniques, dtype=values.dtype)
+
+
+def _reduce_per_slot(
+    reduce: np.ufunc, n: int, slots: NDArray[np.int64], keys: NDArray[np.int64]
+) -> NDArray[np.int64]:
+    """Return ``reduce`` (np.minimum/np.maximum) of int64 ``keys`` per slot.
+
+    Slots without a row hold the reduction's identity (int64 max for minimum,
+    int64 min for maximum).
+    """
+    info = np.iinfo(np.int64)
+    out = np.full(n, info.max if reduce is np.minimum else info.min, dtype=np.int64)
+    reduce.at(out, slots, keys)
+    return out
 
 
 def _csr_take(
@@ -828,14 +844,12 @@ class _MinMax(_ColumnarAccumulator):
         new_has = has.copy()
         new_has[s] = True
         if target == "object":
-            # Python comparisons: sort each slot's values, keep the extreme one.
-            order = _sort_by_slot_then(s, data)
-            ss = s[order]
-            if self.agg == "min":
-                pick = np.r_[True, ss[1:] != ss[:-1]] if ss.size else np.zeros(0, dtype=bool)
-            else:
-                pick = np.r_[ss[1:] != ss[:-1], True] if ss.size else np.zeros(0, dtype=bool)
-            u, cand = ss[pick], data[order][pick]
+            # Reduce order-preserving codes per slot, then compare the one candidate
+            # per touched slot with the value it already holds.
+            ufunc = np.minimum if self.agg == "min" else np.maximum
+            codes, uniques = _order_codes(data)
+            u = np.unique(s)
+            cand = uniques[_reduce_per_slot(ufunc, len(has), s, codes)[u]]
             better = ~has[u]
             old = has[u]
             if old.any():
@@ -921,16 +935,15 @@ class _FirstLast(_ColumnarAccumulator):
         value[~has] = _filler(target)  # canonical, whatever the path
         data = _coerce(data, dtype, target)
         new_t, new_seq, new_has = cols["t_us"].copy(), cols["seq"].copy(), has.copy()
-        # Best candidate per slot: sort by (slot, t, seq), take the first or last.
-        order = np.lexsort((seq, t_us, s))
-        ss = s[order]
-        if ss.size == 0:
-            return SlotColumns({"value": value, "t_us": new_t, "seq": new_seq, "has": new_has})
-        if self.agg == "first":
-            pick = order[np.r_[True, ss[1:] != ss[:-1]]]
-        else:
-            pick = order[np.r_[ss[1:] != ss[:-1], True]]
-        u, cand_t, cand_seq = s[pick], t_us[pick], seq[pick]
+        # Best candidate per slot: the min (first) / max (last) event time, then among
+        # the rows at that time the min / max arrival order (seq is unique).
+        ufunc = np.minimum if self.agg == "first" else np.maximum
+        at_best_t = t_us == _reduce_per_slot(ufunc, len(has), s, t_us)[s]
+        best_seq = _reduce_per_slot(ufunc, len(has), s[at_best_t], seq[at_best_t])
+        chosen = np.flatnonzero(at_best_t & (seq == best_seq[s]))
+        u, first_of_slot = np.unique(s[chosen], return_index=True)
+        pick = chosen[first_of_slot]
+        cand_t, cand_seq = t_us[pick], seq[pick]
         old_t, old_seq = new_t[u], new_seq[u]
         if self.agg == "first":
             better = (cand_t < old_t) | ((cand_t == old_t) & (cand_seq < old_seq))

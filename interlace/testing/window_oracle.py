@@ -78,6 +78,7 @@ class WindowBatch:
     Attributes:
         rows: The rows Spark reads in this micro-batch, in arrival order; each a dict
             column -> value, event times as naive ``datetime`` meaning UTC.
+
     """
 
     rows: tuple[dict[str, Any], ...] = ()
@@ -108,6 +109,7 @@ class WindowOracleResult:
         spark_dropped: Rows Spark removed before the operator saw them.
         dead_lettered: Rows sent to the dead-letter output (``dlq``); once per row.
         output_columns: The output column names, in order.
+
     """
 
     rows: list[OracleRow] = field(default_factory=list)
@@ -165,6 +167,7 @@ def _resolve(spec: object, columns: Sequence[str]) -> _ResolvedWindow:
 
     Raises:
         ValueError: If the spec cannot be modelled.
+
     """
     kind = getattr(spec, "kind", None)
     if kind not in WINDOW_KINDS:
@@ -188,7 +191,10 @@ def _resolve(spec: object, columns: Sequence[str]) -> _ResolvedWindow:
         duration_us = int(spec.duration_ms) * 1000  # type: ignore[attr-defined]
         hop_us = int(spec.hop_ms) * 1000 if kind == "hopping" else duration_us  # type: ignore[attr-defined]
         if not 0 < hop_us <= duration_us:
-            msg = f"`hop_ms` must be in (0, `duration_ms`] (got {hop_us // 1000}, {duration_us // 1000})"
+            msg = (
+                f"`hop_ms` must be in (0, `duration_ms`] (got hop_ms={hop_us // 1000}, "
+                f"duration_ms={duration_us // 1000})"
+            )
             raise ValueError(msg)
 
     # Horizon H (SEMANTICS.md §1) and the reopen allowance AL (§3).
@@ -383,19 +389,24 @@ class _WindowModel:
         return [k * hop for k in range(first_k, last_k + 1)]
 
     def is_closed(self, end_us: int, wm_us: int | None) -> bool:
-        """A window is closed once ``wm >= end``; without a watermark nothing is."""
+        """Say whether a window is closed: ``wm >= end``; without a watermark never."""
         return wm_us is not None and wm_us >= end_us
 
     def is_kept(self, end_us: int, wm_us: int | None) -> bool:
-        """Under reopen a closed window is kept (and takes late rows) while
-        ``wm < end + AL``."""
+        """Say whether a closed window is still kept: reopen only, while ``wm < end + AL``.
+
+        A kept window takes late rows and re-emits. (Without a watermark nothing is
+        closed, so this is only asked with one.)
+        """
         return self.cfg.late_data == "reopen" and (
             wm_us is None or wm_us < end_us + self.cfg.allowance_us
         )
 
     # ---- rule 5b: ingest, late-data policy per (row, window) ----
 
-    def ingest(self, row: Mapping[str, Any], event_time_us: int, seq: tuple[int, int], wm_us: int | None) -> None:
+    def ingest(
+        self, row: Mapping[str, Any], event_time_us: int, seq: tuple[int, int], wm_us: int | None
+    ) -> None:
         """Take one input row that survived Spark's pre-filter."""
         group = _group_key(self.cfg, row)
         self.group_order.setdefault(group, len(self.group_order))
@@ -411,7 +422,9 @@ class _WindowModel:
         elif dropped:
             self.result.late_dropped += 1
 
-    def _ingest_fixed(self, group: tuple[Any, ...], row: _Row, wm_us: int | None) -> tuple[bool, bool]:
+    def _ingest_fixed(
+        self, group: tuple[Any, ...], row: _Row, wm_us: int | None
+    ) -> tuple[bool, bool]:
         """Aggregate a row into each of its tumbling / hopping windows that takes it.
 
         Late for a window iff that window is closed (``wm >= end``), judged per window:
@@ -422,6 +435,7 @@ class _WindowModel:
 
         Returns:
             (late for at least one window, not aggregated into at least one window).
+
         """
         late = dropped = False
         for start_us in self.window_starts(row.event_time_us):
@@ -439,7 +453,9 @@ class _WindowModel:
             window.changed = True
         return late, dropped
 
-    def _ingest_session(self, group: tuple[Any, ...], row: _Row, wm_us: int | None) -> tuple[bool, bool]:
+    def _ingest_session(
+        self, group: tuple[Any, ...], row: _Row, wm_us: int | None
+    ) -> tuple[bool, bool]:
         """Aggregate a row into its group's sessions (Spark ``session_window``).
 
         The row's own window is ``[t, t + gap)``, as Spark's per-row session window
@@ -457,6 +473,7 @@ class _WindowModel:
 
         Returns:
             (late, not aggregated).
+
         """
         g = self.cfg.gap_us
         t = row.event_time_us
@@ -527,8 +544,10 @@ class _WindowModel:
         return values
 
     def emit(self, batch: int, wm_us: int | None) -> None:
-        """Emit every closed window that is new or changed, the retractions, then the
-        dead letters of this batch."""
+        """Emit this batch's output: closed windows that are new or changed, retractions.
+
+        Then the dead letters of this batch, in arrival order.
+        """
         out: list[tuple[tuple[int, int, int], dict[str, Any]]] = []
         for window in self.retractions:
             assert window.last_output is not None
@@ -542,7 +561,12 @@ class _WindowModel:
                 window.revision += 1
                 window.changed = False
                 window.last_output = self._output(window, window.revision, retracted=False)
-                out.append(((window.start_us, window.end_us, self.group_order[window.group]), window.last_output))
+                out.append(
+                    (
+                        (window.start_us, window.end_us, self.group_order[window.group]),
+                        window.last_output,
+                    )
+                )
         for _, values in sorted(out, key=lambda item: item[0]):
             self.result.rows.append(OracleRow(batch=batch, row=values))
         for values in self.dead_letters:
@@ -552,8 +576,11 @@ class _WindowModel:
     # ---- rule 5d: evict ----
 
     def evict(self, wm_us: int | None) -> None:
-        """Drop what the policy no longer keeps: closed windows (drop, dlq; they were
-        just emitted), or windows with ``wm >= end + AL`` (reopen)."""
+        """Drop what the policy no longer keeps.
+
+        drop / dlq: every closed window (it was just emitted); reopen: every window with
+        ``wm >= end + AL``.
+        """
         if wm_us is None:
             return
 
@@ -655,9 +682,14 @@ def oracle_window(spec: object, log: WindowLog, *, columns: Sequence[str]) -> Wi
         >>> result = oracle_window(spec, log, columns=["user", "t"])
         >>> [(out.batch, out.row["window_start"].isoformat(), out.row["user"],
         ...   out.row["clicks"]) for out in result.rows]
-        [(1, '2026-01-01T00:00:00', 'a', 2), (2, '2026-01-01T00:01:00', 'b', 1)]
-        >>> result.num_batches  # the last one is the trailing no-data batch
-        3
+        [(2, '2026-01-01T00:00:00', 'a', 2)]
+        >>> result.spark_watermarks_ms  # W moves after each batch; batch 2 is the no-data one
+        [0, 1767225607000, 1767225660000]
+
+        Window ``[00:00, 00:01)`` closes when ``wm`` reaches 00:01, which only the trailing
+        no-data batch 2 sees; user b's window ``[00:01, 00:02)`` stays open.
+
+
     """
     cfg = _resolve(spec, columns)
     result = WindowOracleResult(output_columns=list(cfg.output_columns))

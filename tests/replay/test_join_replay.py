@@ -12,6 +12,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from interlace import ConfigError, Join, prepare_join, stream_join
+from interlace.metrics import counters
 from interlace.testing.log import JoinBatch
 from interlace.testing.oracle import canonical_rows, oracle_join
 from interlace.testing.replay import replay_join
@@ -138,8 +139,15 @@ def test_late_rows_under_each_policy_match_oracle(spark, how, late_data, extra, 
     spec = Join(left_keys=["id"], right_keys=["id"], how=how, time_window_ms=5_000,
                 event_time_column="ts", lateness_ms=2_000, late_data=late_data, key_groups=3, **extra)
     log = late_log()
-    result = replay_join(spark, log, SCHEMA, SCHEMA, spec, workdir=tmp_path)
+    acc = counters(spark)
+    result = replay_join(spark, log, SCHEMA, SCHEMA,
+                         lambda l, r: stream_join(l, r, spec, counters=acc), workdir=tmp_path)
     want = assert_matches_oracle(result, log, spec, list(COLS), list(COLS))
+    # Nothing vanishes: the accumulator accounts for every row the operator did not emit.
+    for side in ("left", "right"):
+        assert acc.value.get(f"late_dropped_{side}", 0) == want.late_dropped.get(side, 0)
+        assert acc.value.get(f"dead_lettered_{side}", 0) == want.dead_lettered.get(side, 0)
+        assert acc.value.get(f"null_key_dropped_{side}", 0) == want.null_key_dropped.get(side, 0)
     if late_data == "dlq":
         assert sum(want.dead_lettered.values()) > 0
         assert any(r.get("_dead_letter") for _, r in result.rows)
