@@ -399,6 +399,7 @@ def _order_codes(values: NDArray[Any]) -> tuple[NDArray[np.int64], NDArray[Any]]
 
     Returns:
         The codes and the distinct values (``uniques[codes] == values``).
+
     """
     codes, uniques = pd.factorize(values, sort=True)
     return np.asarray(codes, dtype=np.int64), np.asarray(uniques, dtype=values.dtype)
@@ -478,20 +479,23 @@ def _decode_object(value: Any) -> Any:
 def _encode_array(arr: NDArray[Any]) -> list[Any]:
     """Encode an array as ``[dtype, payload]``.
 
-    The payload is the raw little-endian bytes, or for object arrays a list of
-    encoded values.
+    The payload is the raw little-endian bytes; for object arrays a list of the
+    values (dtype ``"O"``: strings, bytes and None only) or of encoded values
+    (dtype ``"O+"``, see :func:`_encode_object`).
     """
     if arr.dtype.kind == "O":
-        return ["O", [_encode_object(v) for v in arr.tolist()]]
+        if pd.api.types.infer_dtype(arr, skipna=True) in ("string", "bytes", "empty"):
+            return ["O", arr.tolist()]
+        return ["O+", [_encode_object(v) for v in arr.tolist()]]
     little = arr.dtype.newbyteorder("<") if arr.dtype.byteorder != "|" else arr.dtype
     return [little.str, np.ascontiguousarray(arr, dtype=little).tobytes()]
 
 
 def _decode_array(obj: Any) -> NDArray[Any]:
     dtype, payload = obj
-    if dtype == "O":
+    if dtype in ("O", "O+"):
         out = np.empty(len(payload), dtype=object)
-        out[:] = [_decode_object(v) for v in payload]
+        out[:] = payload if dtype == "O" else [_decode_object(v) for v in payload]
         return out
     return np.frombuffer(payload, dtype=np.dtype(dtype)).astype(np.dtype(dtype).newbyteorder("="))
 
@@ -1036,10 +1040,10 @@ class _DistinctExact(Accumulator[DistinctSetState]):
             [_coerce(state.values, _dtype_name(state.values), target), _coerce(data, dtype, target)]
         )
         if slots.size:
-            order = _sort_by_slot_then(slots, values)
-            slots, values = slots[order], values[order]
-            keep = np.r_[True, (slots[1:] != slots[:-1]) | np.asarray(values[1:] != values[:-1])]
-            slots, values = slots[keep], values[keep]
+            # Unique (slot, value) pairs, sorted by slot then value: codes sort like values.
+            codes, uniques = _order_codes(values)
+            pairs = np.unique(slots * len(uniques) + codes)
+            slots, values = pairs // len(uniques), uniques[pairs % len(uniques)]
             counts = np.bincount(slots, minlength=state.n)
             over = np.flatnonzero(counts > self.cap)
             if over.size:

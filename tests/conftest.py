@@ -15,8 +15,6 @@ settings.register_profile("dev", max_examples=40, deadline=None,
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))
 
 os.environ["PYSPARK_PYTHON"] = sys.executable
-# PySpark's own worker code triggers a pandas FutureWarning on every call; keep logs readable.
-os.environ.setdefault("PYTHONWARNINGS", "ignore::FutureWarning")
 
 
 @pytest.fixture(scope="session")
