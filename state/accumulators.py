@@ -7,7 +7,8 @@ slots (``slots``, int64, ``0 <= slot < n``) together with the aggregated column
 arrival order (``seq``, int64, strictly increasing in arrival order across the
 whole stream, so it breaks ``first``/``last`` ties). The accumulator folds the
 whole batch into its state with array operations (``np.add.at``,
-``np.minimum.at``, ``np.bincount``, sorting); there is no per-row Python loop.
+``np.minimum.at``, ``np.bincount``, ``pd.factorize``); there is no per-row Python
+loop.
 
 Every accumulator implements the same protocol (:class:`Accumulator`):
 
@@ -249,7 +250,7 @@ def _normalize_numpy(arr: NDArray[Any]) -> _Values:
     target: ValueDtype | None = None
     if inferred == "integer":
         target = "int64"
-    elif inferred in ("floating", "mixed-integer-float", "decimal-free-float"):
+    elif inferred in ("floating", "mixed-integer-float"):
         target = "float64"
     elif inferred == "boolean":
         target = "bool"
@@ -272,9 +273,12 @@ def _normalize(values: ValuesLike, n: int) -> _Values:
     """Turn ``values`` (numpy, pandas or pyarrow) into canonical form.
 
     Raises:
-        ValueError: ``values`` does not have ``n`` elements.
+        ValueError: ``values`` is None or does not have ``n`` elements.
 
     """
+    if values is None:
+        msg = "`values` is required (one per row); only count(*) takes values=None"
+        raise ValueError(msg)
     if isinstance(values, (pd.Series, pd.Index)):
         values = values.array
     elif not isinstance(values, (np.ndarray, pd.api.extensions.ExtensionArray)) and hasattr(
@@ -699,9 +703,6 @@ class _Count(_ColumnarAccumulator):
         n = len(state)
         s = _check_slots(slots, n)
         if not self.count_nulls:
-            if values is None:
-                msg = "`values` is required by count(col); use column=None for count(*)"
-                raise ValueError(msg)
             s = s[_normalize(values, s.shape[0]).valid]
         return SlotColumns({"count": state.columns["count"] + np.bincount(s, minlength=n)})
 

@@ -1,6 +1,7 @@
 """Run an operator's ``applyInPandasWithState`` function without Spark.
 
-:func:`run_join_locally` drives the very function Spark calls (:class:`JoinFunction`) through a
+:func:`run_join_locally` and :func:`run_window_locally` drive the very function Spark calls
+(:class:`JoinFunction`, :class:`WindowFunction`) through a
 :class:`FakeGroupState`, reproducing what Spark does around it, measured on PySpark 4.3:
 
 * Spark's watermark ``W`` per input is ``max(t_ms) - delay`` over the batches before the
@@ -36,9 +37,10 @@ from interlace.operators.join import (
     JoinFunction,
     JoinPlan,
 )
+from interlace.operators.window import TIME_US_COLUMN, Window, WindowFunction, WindowPlan
 from interlace.state.buffers import TIME_COLUMN
 
-__all__ = ["FakeGroupState", "LocalRun", "run_join_locally"]
+__all__ = ["FakeGroupState", "LocalRun", "run_join_locally", "run_window_locally"]
 
 NO_TIMESTAMP = -1
 
@@ -133,6 +135,77 @@ def _side_frame(plan: JoinPlan, side: int, rows: Sequence[dict[str, Any]], et: s
     return table.to_pandas(integer_object_nulls=True, date_as_object=True)
 
 
+def _drive(
+    func: Any,
+    log_rows: Sequence[Sequence[Sequence[dict[str, Any]]]],
+    event_columns: Sequence[str],
+    key_of: Sequence[Any],
+    frame_of: Sequence[Any],
+    delay_ms: int,
+    watermark_policy: str,
+) -> LocalRun:
+    """Run ``func`` over per-batch, per-input rows the way Spark does (module docstring)."""
+    n_inputs = len(event_columns)
+    states: dict[int, FakeGroupState] = {}
+    input_wm: dict[int, int] = {}
+    max_ms: dict[int, int] = {}
+    global_wm = 0
+    run = LocalRun()
+    n = len(log_rows)
+    b = 0
+    while True:
+        if b < n:
+            batch_rows = log_rows[b]
+        elif b == n and run.watermarks_ms and global_wm > run.watermarks_ms[-1]:
+            batch_rows = [[] for _ in range(n_inputs)]  # trailing no-data batch
+        else:
+            break
+        w_prev = run.watermarks_ms[-1] if run.watermarks_ms else 0
+        w_now = global_wm
+        run.watermarks_ms.append(w_now)
+        groups: dict[int, list[pd.DataFrame]] = {}
+        for i, rows in enumerate(batch_rows):
+            et = event_columns[i]
+            # Spark's watermark statistics see every row, before its late-row filter.
+            for r in rows:
+                max_ms[i] = max(max_ms.get(i, -(2**62)), _to_us(r[et]) // 1000)
+            kept = [r for r in rows if not (w_prev > 0 and _to_us(r[et]) <= w_prev * 1000)]
+            run.spark_dropped += len(rows) - len(kept)
+            by_group: dict[int, list[dict[str, Any]]] = {}
+            for r in kept:
+                by_group.setdefault(key_of[i](r), []).append(r)
+            for kg, grows in by_group.items():
+                groups.setdefault(kg, []).append(frame_of[i](grows))
+        for kg in sorted(set(groups) | set(states)):
+            st = states.setdefault(kg, FakeGroupState())
+            st.watermark_ms = w_now
+            frames = groups.get(kg)
+            if frames is None:
+                if st.timeout_ms == NO_TIMESTAMP or not st.timeout_ms < w_now:
+                    continue
+                st.timed_out = True
+            else:
+                st.timed_out = False
+            run.calls += 1
+            for pdf in func((kg,), iter(frames or []), st):
+                for rec in pdf.to_dict("records"):
+                    run.rows.append((b, {k: _clean(v) for k, v in rec.items()}))
+            st.timed_out = False
+            if not st.exists:
+                del states[kg]
+        # Watermark update after the batch (Spark's WatermarkTracker). Every input counts; one
+        # that has had no rows yet counts as 0, so under "min" W stays 0 until all have rows.
+        for i, rows in enumerate(batch_rows):
+            if rows:
+                cand = max(0, max_ms[i] - delay_ms)
+                input_wm[i] = max(input_wm.get(i, cand), cand)
+        values = [input_wm.get(i, 0) for i in range(n_inputs)]
+        chosen = min(values) if watermark_policy == "min" else max(values)
+        global_wm = max(global_wm, chosen)
+        b += 1
+    return run
+
+
 def run_join_locally(
     spec: Join,
     log: Sequence[Any],
@@ -155,70 +228,53 @@ def run_join_locally(
     """
     plan = JoinPlan.from_schemas(spec, left_schema, right_schema)
     counters = _Counters()
-    func = JoinFunction(plan, counters)
-    delay = spec.watermark_delay_ms
     let, ret = spec.side_event_time_column("left"), spec.side_event_time_column("right")
     assert let is not None and ret is not None
-    lkeys, rkeys = spec.left_keys, spec.right_keys
-    states: dict[int, FakeGroupState] = {}
-    input_wm: dict[int, int] = {}
-    max_ms: dict[int, int] = {}
-    global_wm = 0
-    run = LocalRun()
-    n = len(log)
-    b = 0
-    while True:
-        if b < n:
-            batch = log[b]
-            sides = ((LEFT, list(batch.left), let, lkeys), (RIGHT, list(batch.right), ret, rkeys))
-        elif b == n and run.watermarks_ms and global_wm > run.watermarks_ms[-1]:
-            sides = ((LEFT, [], let, lkeys), (RIGHT, [], ret, rkeys))  # trailing no-data batch
-        else:
-            break
-        w_prev = run.watermarks_ms[-1] if run.watermarks_ms else 0
-        w_now = global_wm
-        run.watermarks_ms.append(w_now)
-        groups: dict[int, list[pd.DataFrame]] = {}
-        for side, rows, et, keys in sides:
-            # Spark's watermark statistics see every row, before its late-row filter.
-            for r in rows:
-                max_ms[side] = max(max_ms.get(side, -(2**62)), _to_us(r[et]) // 1000)
-            kept = [r for r in rows if not (w_prev > 0 and _to_us(r[et]) <= w_prev * 1000)]
-            run.spark_dropped += len(rows) - len(kept)
-            by_group: dict[int, list[dict[str, Any]]] = {}
-            for r in kept:
-                kg = hash(tuple(r.get(k) for k in keys)) % 7
-                by_group.setdefault(kg, []).append(r)
-            for kg, grows in by_group.items():
-                groups.setdefault(kg, []).append(_side_frame(plan, side, grows, et))
-        for kg in sorted(set(groups) | set(states)):
-            st = states.setdefault(kg, FakeGroupState())
-            st.watermark_ms = w_now
-            frames = groups.get(kg)
-            if frames is None:
-                if st.timeout_ms == NO_TIMESTAMP or not st.timeout_ms < w_now:
-                    continue
-                st.timed_out = True
-            else:
-                st.timed_out = False
-            run.calls += 1
-            for pdf in func((kg,), iter(frames or []), st):
-                for rec in pdf.to_dict("records"):
-                    run.rows.append((b, {k: _clean(v) for k, v in rec.items()}))
-            st.timed_out = False
-            if not st.exists:
-                del states[kg]
-        # Watermark update after the batch, Spark's WatermarkTracker.
-        for side, rows, _, _ in sides:
-            if rows:
-                cand = max(0, max_ms[side] - delay)
-                input_wm[side] = max(input_wm.get(side, cand), cand)
-        # Every input counts; one that has had no rows yet counts as 0 (Spark 4's
-        # WatermarkTracker), so under "min" W stays 0 until both inputs have had a row.
-        values = [input_wm.get(LEFT, 0), input_wm.get(RIGHT, 0)]
-        chosen = min(values) if watermark_policy == "min" else max(values)
-        global_wm = max(global_wm, chosen)
-        b += 1
+
+    def key_of(keys: Sequence[str]) -> Any:
+        return lambda r: hash(tuple(r.get(k) for k in keys)) % spec.key_groups
+
+    run = _drive(
+        JoinFunction(plan, counters),
+        [[list(b.left), list(b.right)] for b in log],
+        [let, ret],
+        [key_of(spec.left_keys), key_of(spec.right_keys)],
+        [lambda rows: _side_frame(plan, LEFT, rows, let),
+         lambda rows: _side_frame(plan, RIGHT, rows, ret)],
+        spec.watermark_delay_ms,
+        watermark_policy,
+    )
+    run.counters = counters.total
+    return run
+
+
+def run_window_locally(spec: Window, log: Sequence[Any], schema: pa.Schema) -> LocalRun:
+    """Run ``spec`` over ``log`` (``WindowBatch`` items) through :class:`WindowFunction`.
+
+    Args:
+        spec: The window aggregation.
+        log: One ``WindowBatch`` per micro-batch; event times are naive UTC datetimes.
+        schema: Arrow schema of the rows (timestamps as ``timestamp("ns")``).
+    """
+    plan = WindowPlan.from_schema(spec, schema)
+    counters = _Counters()
+    et = spec.event_time_column
+
+    def frame(rows: Sequence[dict[str, Any]]) -> pd.DataFrame:
+        data = {f.name: pa.array([r.get(f.name) for r in rows], f.type) for f in schema}
+        pdf = pa.table(data).to_pandas(integer_object_nulls=True, date_as_object=True)
+        pdf.insert(0, TIME_US_COLUMN, np.array([_to_us(r[et]) for r in rows], dtype=np.int64))
+        return pdf
+
+    run = _drive(
+        WindowFunction(plan, counters),
+        [[list(b.rows)] for b in log],
+        [et],
+        [lambda r: hash(tuple(r.get(g) for g in spec.group_by)) % spec.key_groups],
+        [frame],
+        spec.watermark_delay_ms,
+        "min",
+    )
     run.counters = counters.total
     return run
 

@@ -28,7 +28,7 @@ import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from interlace.testing.log import EPOCH, to_us
@@ -337,7 +337,7 @@ def _aggregate(agg: _Aggregation, rows: Sequence[_Row]) -> Any:
     return max(present, key=lambda r: (r.event_time_us, r.seq)).values[agg.column]  # type: ignore[index]
 
 
-def _datetime(us: int) -> Any:
+def _datetime(us: int) -> datetime:
     """Return µs since the epoch as a naive UTC datetime (exact, no floats)."""
     return EPOCH + timedelta(microseconds=us)
 
