@@ -43,6 +43,7 @@ import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import join_variants  # noqa: E402
 from join_bench import T0_US, WORKLOADS, generate  # noqa: E402
 
 from interlace.operators import join as J  # noqa: E402
@@ -123,6 +124,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--chunk", type=int, default=10_000, help="arrow.maxRecordsPerBatch")
     ap.add_argument("--cprofile", type=int, default=0, help="print the top N functions (cumtime)")
     ap.add_argument("--seed", type=int, default=20260302)
+    ap.add_argument("--variant", default="baseline", choices=["baseline", "fastconv"],
+                    help="see bench/join_variants.py")
+    ap.add_argument("--arrow-threads", type=int, default=0, help="pa.set_cpu_count (0: default)")
     args = ap.parse_args(argv)
 
     from pyspark.serializers import CPickleSerializer
@@ -135,7 +139,10 @@ def main(argv: list[str] | None = None) -> int:
                   event_time_column="ts", lateness_ms=w.lateness_ms, key_groups=args.key_groups)
     side_schema = pa.schema([("k", pa.int64()), ("ts", pa.timestamp("ns")), ("v", pa.float64())])
     plan = J.JoinPlan.from_schemas(spec, side_schema, side_schema)
-    func = J.JoinFunction(plan)
+    func = join_variants.VARIANTS[args.variant](plan)
+    if args.arrow_threads:
+        pa.set_cpu_count(args.arrow_threads)
+        pa.set_io_thread_count(args.arrow_threads)
     out_type = T.StructType([
         T.StructField(n, t) for n, t in zip(
             plan.output_names,
@@ -144,31 +151,41 @@ def main(argv: list[str] | None = None) -> int:
 
     states: dict[int, Any] = {}
     phase: dict[str, float] = defaultdict(float)
+    phase_cpu: dict[str, float] = defaultdict(float)
     calls = 0
     out_rows = 0
     blob_bytes: list[int] = []
 
     # Wrap the JoinFunction pieces to time them (module globals are looked up at call time).
-    orig = {n: getattr(J, n) for n in ("frames_to_table", "decode_join_state", "step",
-                                        "encode_join_state", "table_to_pandas")}
+    mod: Any = J if args.variant == "baseline" else join_variants
+    names = {"frames_to_table": "frames_to_table", "decode_join_state": "decode_join_state",
+             "step": "step", "encode_join_state": "encode_join_state",
+             "table_to_pandas": "table_to_pandas"}
+    if args.variant == "fastconv":
+        names["frames_to_table"] = "fast_frames_to_table"
+        names["table_to_pandas"] = "fast_table_to_pandas"
+    orig = {n: getattr(mod, n) for n in names.values()}
+    label = {v: k for k, v in names.items()}
 
     def timed(name: str) -> Any:
         fn = orig[name]
 
         def wrapper(*a: Any, **k: Any) -> Any:
-            t = time.perf_counter()
+            t, c = time.perf_counter(), time.process_time()
             try:
                 return fn(*a, **k)
             finally:
-                phase[name] += time.perf_counter() - t
+                phase[label[name]] += time.perf_counter() - t
+                phase_cpu[label[name]] += time.process_time() - c
         return wrapper
 
     for name in orig:
-        setattr(J, name, timed(name))
+        setattr(mod, name, timed(name))
 
     prof = cProfile.Profile() if args.cprofile else None
     max_l = max_r = None
     per_batch: list[float] = []
+    per_batch_cpu: list[float] = []
     for b in range(args.batches):
         wm_ms = 0 if max_l is None else max(0, (min(max_l, max_r) // 1000) - w.lateness_ms)
         table = prepared_batch(data.left[b], data.right[b], args.key_groups)
@@ -180,12 +197,12 @@ def main(argv: list[str] | None = None) -> int:
         ends = np.concatenate([bounds, [len(kgs)]])
         # Groups with state but no input in this batch get a timeout call only if their timeout
         # passed; with these workloads every group has input in every batch.
-        t_batch = time.perf_counter()
+        t_batch, c_batch = time.perf_counter(), time.process_time()
         if prof:
             prof.enable()
         for s, e in zip(starts, ends, strict=True):
             g = int(kgs[s])
-            t = time.perf_counter()
+            t, c0 = time.perf_counter(), time.process_time()
             frames = []
             for c in range(s, e, args.chunk):
                 rb = table.slice(c, min(args.chunk, e - c)).combine_chunks().to_batches()[0]
@@ -194,10 +211,11 @@ def main(argv: list[str] | None = None) -> int:
                     prefer_int_ext_dtype=False, df_for_struct=False)
                 frames.append(pd.concat(series, axis=1))
             phase["input (PySpark arrow->pandas)"] += time.perf_counter() - t
+            phase_cpu["input (PySpark arrow->pandas)"] += time.process_time() - c0
             st = State(pickle.loads(states[g]) if g in states else None, wm_ms)
             outs = list(func((g,), iter(frames), st))
             calls += 1
-            t = time.perf_counter()
+            t, c0 = time.perf_counter(), time.process_time()
             for pdf in outs:
                 out_rows += len(pdf)
                 PandasToArrowConversion.convert(pdf, out_type, timezone="UTC", safecheck=True,
@@ -208,23 +226,28 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 states.pop(g, None)
             phase["output (PySpark pandas->arrow + state pickle)"] += time.perf_counter() - t
+            phase_cpu["output (PySpark pandas->arrow + state pickle)"] += time.process_time() - c0
         if prof:
             prof.disable()
         per_batch.append(time.perf_counter() - t_batch)
+        per_batch_cpu.append(time.process_time() - c_batch)
 
     for name, fn in orig.items():
-        setattr(J, name, fn)
-    total = sum(per_batch)
+        setattr(mod, name, fn)
+    total, total_cpu = sum(per_batch), sum(per_batch_cpu)
     inner = sum(v for k, v in phase.items() if not k.startswith(("input", "output")))
+    inner_cpu = sum(v for k, v in phase_cpu.items() if not k.startswith(("input", "output")))
     print(f"workload ({w.name}) {w.label}: {args.batches} batches x {args.rows:,} rows/side, "
-          f"key_groups={args.key_groups}, {calls} calls, {out_rows:,} output rows")
-    print(f"Python time per batch (s): {', '.join(f'{x:.2f}' for x in per_batch)}; total "
-          f"{total:.2f} s = {data.input_rows / total:,.0f} input rows/s on ONE core")
+          f"key_groups={args.key_groups}, variant={args.variant}, {calls} calls, "
+          f"{out_rows:,} output rows")
+    print(f"Python wall time per batch (s): {', '.join(f'{x:.2f}' for x in per_batch)}; total "
+          f"{total:.2f} s wall, {total_cpu:.2f} s CPU = {data.input_rows / total_cpu:,.0f} "
+          "input rows per CPU-second")
     print(f"last blob sizes: mean {np.mean(blob_bytes[-args.key_groups:]) / 1024:,.0f} KiB")
-    print("\n| phase | seconds | share |\n|---|---:|---:|")
-    for name, v in sorted(phase.items(), key=lambda kv: -kv[1]):
-        print(f"| {name} | {v:.2f} | {v / total:.0%} |")
-    print(f"| (JoinFunction total) | {inner:.2f} | {inner / total:.0%} |")
+    print("\n| phase | wall s | CPU s | share of CPU |\n|---|---:|---:|---:|")
+    for name, v in sorted(phase_cpu.items(), key=lambda kv: -kv[1]):
+        print(f"| {name} | {phase[name]:.2f} | {v:.2f} | {v / total_cpu:.0%} |")
+    print(f"| (JoinFunction total) | {inner:.2f} | {inner_cpu:.2f} | {inner_cpu / total_cpu:.0%} |")
     if prof:
         s = io.StringIO()
         pstats.Stats(prof, stream=s).sort_stats("tottime").print_stats(args.cprofile)
