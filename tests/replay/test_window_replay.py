@@ -228,3 +228,32 @@ def test_low_level_usage_and_input_errors(spark, tmp_path):
 
 def _kw(spec):
     return {f: getattr(spec, f) for f in spec.__slots__}
+
+
+def test_split_dead_letters_sends_rows_and_letters_to_two_targets_in_one_query(spark, tmp_path):
+    import json
+
+    from interlace.sinks import split_dead_letters
+    from interlace.testing.replay import write_parquet_rows
+
+    spec = Window(kind="tumbling", duration_ms=10_000, event_time_column="ts", group_by=["user"],
+                  late_data="dlq", max_groups_per_window=100,
+                  aggregations=[Aggregation(agg="count", as_="n")])
+    src = tmp_path / "in"
+    src.mkdir()
+    batches = [[ev("a", 1), ev("a", 2)], [ev("a", 30)], [ev("a", 3), ev("a", 31)], [ev("a", 60)]]
+    for i, rows in enumerate(batches):
+        write_parquet_rows(src / f"{i:06d}.parquet", rows, SCHEMA, 1_700_000_000.0 + i)
+    normal, letters = [], []
+    sink = split_dead_letters(lambda df, b: normal.extend(r.asDict() for r in df.collect()),
+                              lambda df, b: letters.extend(r.asDict() for r in df.collect()))
+    stream = spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).parquet(str(src))
+    q = (window_aggregate(stream, spec).writeStream.foreachBatch(sink)
+         .option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True).start())
+    q.awaitTermination()
+    assert {(r["window_start"], r["n"]) for r in normal} >= {(at(0), 2), (at(30), 2)}
+    assert all("_dead_letter" not in r for r in normal)
+    assert len(letters) == 1
+    letter = json.loads(letters[0]["dead_letter"])
+    assert letter["side"] == "input" and letter["reason"] == "late"
+    assert letter["row"]["ts"] == "2026-01-01T00:00:03.000000" and letters[0]["batch_id"] == 2
