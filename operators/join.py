@@ -463,7 +463,8 @@ class StepResult:
         next_close_us: The earliest close time among buffered rows, or ``None`` if empty.
         counters: Per-call counts: ``matches``, ``unmatched_left``, ``unmatched_right``,
             ``semi``, ``late_dropped_left/right``, ``null_key_dropped_left/right``,
-            ``dead_lettered_left/right``, ``evicted_left/right``.
+            ``dead_lettered_left/right``, ``inserted_left/right`` (rows added to a buffer),
+            ``evicted_left/right`` (rows removed from a buffer).
     """
 
     output: pa.Table
@@ -759,7 +760,9 @@ def step(plan: JoinPlan, state: JoinBuffers, batch: pa.Table, wm_us: int | None)
         out.add(None, None, right_all, idx, len(idx))
         counters["unmatched_right"] = counters.get("unmatched_right", 0) + len(idx)
     l_drop = l_evict | (left_m if how in ("left_semi", "left_anti") else False)
-    counters["evicted_left"] = int(l_evict.sum())
+    counters["inserted_left"] = new_left.num_rows
+    counters["inserted_right"] = new_right.num_rows
+    counters["evicted_left"] = int(np.sum(l_drop))
     counters["evicted_right"] = int(r_evict.sum())
     if l_drop.any():
         left_all = left_all.filter(pa.array(~l_drop))

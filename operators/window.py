@@ -575,10 +575,12 @@ def step_window(plan: WindowPlan, state: WindowState, batch: pd.DataFrame, wm_us
     revision = np.asarray(slots.column("revision").to_numpy(), dtype=np.int64)
 
     if plan.kind != "session":
+        n_before = slots.num_rows
         target, slots, accs, changed = _fixed_slots(plan, slots, accs, old_codes, slot_start,
                                                     new_codes, starts, ends, group_tbl)
+        n_created, n_absorbed = slots.num_rows - n_before, 0
     else:
-        target, slots, accs, changed, retract_parts = _session_slots(
+        target, slots, accs, changed, retract_parts, n_created, n_absorbed = _session_slots(
             plan, slots, accs, old_codes, slot_start, slot_end, emitted, revision,
             new_codes, starts, ends, group_tbl)
 
@@ -590,6 +592,10 @@ def step_window(plan: WindowPlan, state: WindowState, batch: pd.DataFrame, wm_us
             accs[i] = acc.update(accs[i], target, values, t[rows], row_seq[rows])
         changed[np.unique(target)] = True
 
+    if n_created:
+        counters["windows_created"] = n_created
+    if n_absorbed:
+        counters["windows_absorbed"] = n_absorbed
     slot_start = np.array(slots.column("start").to_numpy(), dtype=np.int64)
     slot_end = np.array(slots.column("end").to_numpy(), dtype=np.int64)
     emitted = np.array(slots.column("emitted").to_numpy(zero_copy_only=False), dtype=bool)
@@ -676,7 +682,8 @@ def _session_slots(plan: WindowPlan, slots: pa.Table, accs: list[Any], old_codes
                    emitted: NDArray[np.bool_], revision: NDArray[np.int64],
                    new_codes: NDArray[np.int64], starts: NDArray[np.int64], ends: NDArray[np.int64],
                    group_tbl: pa.Table,
-                   ) -> tuple[NDArray[np.int64], pa.Table, list[Any], NDArray[np.bool_], list[pd.DataFrame]]:
+                   ) -> tuple[NDArray[np.int64], pa.Table, list[Any], NDArray[np.bool_],
+                              list[pd.DataFrame], int, int]:
     """Merge new rows' windows ``[t, t + gap)`` with the held sessions of their groups.
 
     Intervals of one group that overlap (``start < other end`` and ``other start < end``) chain
@@ -688,7 +695,7 @@ def _session_slots(plan: WindowPlan, slots: pa.Table, accs: list[Any], old_codes
     """
     n_old, n_new = slots.num_rows, len(starts)
     if n_new == 0:
-        return np.zeros(0, dtype=np.int64), slots, accs, np.zeros(n_old, dtype=bool), []
+        return np.zeros(0, dtype=np.int64), slots, accs, np.zeros(n_old, dtype=bool), [], 0, 0
     items = pd.DataFrame({
         "g": np.concatenate([old_codes, new_codes]),
         "s": np.concatenate([slot_start, starts]),
@@ -761,7 +768,7 @@ def _session_slots(plan: WindowPlan, slots: pa.Table, accs: list[Any], old_codes
         accs = [a.accumulator().take(s, keep) for a, s in zip(plan.aggs, accs, strict=True)]
         target = remap[target]
         changed = np.zeros(slots.num_rows, dtype=bool)
-    return target, slots, accs, changed, retracts
+    return target, slots, accs, changed, retracts, len(need_new), len(absorbed)
 
 
 def _output_frame(plan: WindowPlan, slots: pa.Table, accs: list[Any], idx: NDArray[np.int64],

@@ -80,13 +80,24 @@ _FENCE = re.compile(r"^(```|~~~).*?^\1", re.S | re.M)
 _CODE_SPAN = re.compile(r"`[^`\n]*`")
 
 
-def _relative_links(text: str) -> list[str]:
+def _link_targets(text: str) -> list[str]:
     text = _CODE_SPAN.sub("", _FENCE.sub("", text))
-    out = []
-    for target in _LINK.findall(text):
-        if re.match(r"^[a-z][a-z0-9+.-]*:", target, re.I) or target.startswith("#"):
-            continue  # http:, https:, mailto: ... and same-page anchors
-        out.append(target.split("#", 1)[0])
+    return [t for t in _LINK.findall(text) if not re.match(r"^[a-z][a-z0-9+.-]*:", t, re.I)]
+
+
+def _relative_links(text: str) -> list[str]:
+    """Return the file part of every relative link (no URLs, no same-page anchors)."""
+    return [t.split("#", 1)[0] for t in _link_targets(text) if not t.startswith("#")]
+
+
+def _anchors(markdown: str) -> set[str]:
+    """Return GitHub's heading anchors of a Markdown file."""
+    out = set()
+    for line in _FENCE.sub("", markdown).splitlines():
+        m = re.match(r"^#{1,6}\s+(.*?)\s*#*\s*$", line)
+        if m:
+            slug = re.sub(r"[^\w\- ]", "", m.group(1).strip().lower()).replace(" ", "-")
+            out.add(slug)
     return out
 
 
@@ -103,6 +114,25 @@ def test_relative_links_point_to_existing_files(doc: Path) -> None:
         if not (doc.parent / target).resolve().exists():
             missing.append(target)
     assert not missing, f"{doc.relative_to(ROOT)} links to missing files: {missing}"
+
+
+@pytest.mark.parametrize("doc", DOC_FILES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_anchors_point_to_existing_headings(doc: Path) -> None:
+    broken = []
+    for target in _link_targets(doc.read_text(encoding="utf-8")):
+        if "#" not in target:
+            continue
+        path, anchor = target.split("#", 1)
+        file = (doc.parent / path).resolve() if path else doc
+        if file.suffix == ".md" and file.is_file():
+            if anchor not in _anchors(file.read_text(encoding="utf-8")):
+                broken.append(target)
+    assert not broken, f"{doc.relative_to(ROOT)} links to missing headings: {broken}"
+
+
+def test_anchor_slugs_follow_github() -> None:
+    assert _anchors("## Spark's pre-filter\n### `how`\n# Choices and known gaps\n") == {
+        "sparks-pre-filter", "how", "choices-and-known-gaps"}
 
 
 def test_link_finder_ignores_code_and_urls() -> None:
