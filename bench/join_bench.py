@@ -349,6 +349,27 @@ def cpu_delta(before: CpuSnap, after: CpuSnap) -> dict[str, float]:
     return ours
 
 
+def _jvm_pid() -> int | None:
+    """PID of the Spark JVM launched by this process (local mode)."""
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            raw = (d / "stat").read_text()
+        except OSError:
+            continue
+        fields = raw[raw.rindex(")") + 2:].split()
+        if int(fields[1]) == os.getpid() and raw[raw.index("(") + 1:raw.rindex(")")] == "java":
+            return int(d.name)
+    return None
+
+
+def _jcmd(pid: int, *command: str) -> None:
+    import subprocess
+
+    subprocess.run(["jcmd", str(pid), *command], check=True, capture_output=True)
+
+
 def _wm_ms(p: dict[str, Any]) -> int:
     raw = (p.get("eventTime") or {}).get("watermark")
     if not raw:
@@ -358,7 +379,8 @@ def _wm_ms(p: dict[str, Any]) -> int:
 
 
 def run_query(spark: Any, root: Path, w: Workload, engine: str, key_groups: int | None,
-              input_rows: int, ckpt_root: Path, variant: str = "baseline") -> RunResult:
+              input_rows: int, ckpt_root: Path, variant: str = "baseline",
+              jfr_dir: Path | None = None) -> RunResult:
     left, right = read_side(spark, root, "left"), read_side(spark, root, "right")
     if engine == "interlace":
         assert key_groups is not None
@@ -375,6 +397,9 @@ def run_query(spark: Any, root: Path, w: Workload, engine: str, key_groups: int 
         acc["s"] += int(row["s"] if row["s"] is not None else Decimal(0))
 
     ckpt = ckpt_root / f"{engine}-{w.name}-{key_groups}-{time.time_ns()}"
+    jvm = _jvm_pid() if jfr_dir else None
+    if jfr_dir and jvm:
+        _jcmd(jvm, "JFR.start", "name=bench", "settings=profile")
     gc.collect()
     cpu0 = cpu_snapshot()
     t0 = time.perf_counter()
@@ -383,6 +408,11 @@ def run_query(spark: Any, root: Path, w: Workload, engine: str, key_groups: int 
     query.awaitTermination()
     seconds = time.perf_counter() - t0
     cpu = cpu_delta(cpu0, cpu_snapshot())
+    if jfr_dir and jvm:
+        jfr_dir.mkdir(parents=True, exist_ok=True)
+        target = jfr_dir / f"{engine}-{w.name}-kg{key_groups}-{time.time_ns()}.jfr"
+        _jcmd(jvm, "JFR.stop", "name=bench", f"filename={target}")
+        print(f"[jfr] {target}", flush=True)
     progress = [json.loads(p.json) if hasattr(p, "json") else dict(p) for p in query.recentProgress]
     shutil.rmtree(ckpt, ignore_errors=True)
     return RunResult(engine, w.name, key_groups, input_rows, seconds, acc["n"], acc["s"], progress,
@@ -459,6 +489,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=None,
                     help="runs per cell, engines interleaved; the fastest is reported (3; quick: 1)")
     ap.add_argument("--seed", type=int, default=20260302)
+    ap.add_argument("--jfr", default=None,
+                    help="folder: record a Java Flight Recording of the JVM per run (jcmd)")
     ap.add_argument("--variant", default="baseline", choices=["baseline", "fastconv"],
                     help="interlace shim variant (bench/join_variants.py; default: unchanged)")
     ap.add_argument("--out", default=None, help="results file (default bench/results/join-<date>.md)")
@@ -527,7 +559,8 @@ def main(argv: list[str] | None = None) -> int:
             if key in results and results[key].seconds > LONG_RUN_S:
                 return results[key]  # minutes-long runs are not repeated
             r = run_query(spark, work / "in" / name, data.workload, engine, kg,
-                          data.input_rows, ckpt_root, args.variant)
+                          data.input_rows, ckpt_root, args.variant,
+                          Path(args.jfr) if args.jfr else None)
             st = r.last_data_state
             print(f"[run] {name} {engine:9s} kg={kg}: {r.rows_per_s:,.0f} rows/s ({r.seconds:.1f} s, "
                   f"other load {r.foreign:.2f} cores), out={r.out_rows:,} "

@@ -1,19 +1,22 @@
-"""The demo job: orders ⋈ payments within 10 minutes, on local Spark, into embedded DuckDB.
+"""``interlace demo``: two pipelines on local Spark into one embedded DuckDB file.
 
-Data is generated deterministically (seeded) and written as Parquet files, one per input per
-micro-batch, with out-of-order and late events, so the run is reproducible. The join is a
-``left`` join (unpaid orders surface once their 10-minute window has passed) with
-``late_data="dlq"``: late payments are not lost, they land in a dead-letter table.
+1. **orders ⋈ payments** — a ``left`` join, payment within 10 minutes after the order, so
+   unpaid orders surface once their window has passed; ``late_data="dlq"``: late payments are
+   not lost, they land in a dead-letter table.
+2. **clicks per user per minute** — tumbling 1-minute windows with the click count and the
+   approximate number of distinct pages, ``late_data="reopen"``: a late click re-emits its
+   window with corrected counts (``revision`` + 1) and DuckDB upserts on
+   ``(window_start, window_end, user)``.
 
-The DuckDB sink is exactly-once per micro-batch: each batch is written in one transaction that
-first deletes what an earlier attempt of the same batch id wrote, so a replayed batch (after a
-crash) is written once.
+The data is generated deterministically (seeded) with out-of-order and late events, one
+Parquet file per input per micro-batch. Both pipelines are built with the Python facade
+(:class:`~interlace.pipeline.Pipeline`, the same objects a TOML file gives) and run by
+:func:`~interlace.runner.run_pipeline`, exactly-once into DuckDB.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import json
 import random
 import tempfile
 import time
@@ -21,23 +24,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["DemoResult", "generate_orders_payments", "run_join_demo"]
+__all__ = ["DemoResult", "demo_pipelines", "generate_clicks", "generate_orders_payments", "run_demo"]
 
 BASE = dt.datetime(2026, 3, 2, 9, 0, 0)
+ORDERS_DDL = "order_id BIGINT, customer STRING, amount DOUBLE, order_ts TIMESTAMP"
+PAYMENTS_DDL = "payment_id STRING, order_id BIGINT, paid DOUBLE, pay_ts TIMESTAMP"
+CLICKS_DDL = "user STRING, page STRING, click_ts TIMESTAMP"
 
 
 def generate_orders_payments(
     n_batches: int = 6, orders_per_batch: int = 200, seed: int = 7
 ) -> tuple[list[list[dict[str, Any]]], list[list[dict[str, Any]]]]:
-    """Return per-batch orders and payments.
-
-    About 85% of orders are paid, 1 to 9 minutes after the order; a few payments arrive one
-    micro-batch late, some far behind the watermark (late rows); orders and payments within a
-    batch are shuffled (out of order).
-    """
+    """Per-batch orders and payments: ~85% paid 1-9 minutes after the order, some payments a
+    batch late, ~2% far behind the watermark (late); rows shuffled within a batch."""
     rnd = random.Random(seed)
-    orders: list[list[dict[str, Any]]] = [[] for _ in range(n_batches)]
-    payments: list[list[dict[str, Any]]] = [[] for _ in range(n_batches)]
+    orders: list[list[dict[str, Any]]] = [[] for _ in range(n_batches + 1)]
+    payments: list[list[dict[str, Any]]] = [[] for _ in range(n_batches + 1)]
     oid = 0
     for b in range(n_batches):
         for _ in range(orders_per_batch):
@@ -56,127 +58,152 @@ def generate_orders_payments(
                                              "paid": amount, "pay_ts": pay_ts})
         rnd.shuffle(orders[b])
         rnd.shuffle(payments[b])
+    # A last batch far ahead moves the watermark on, so unpaid orders are emitted.
+    end = BASE + dt.timedelta(hours=3)
+    orders[-1].append({"order_id": -1, "customer": "-", "amount": 0.0, "order_ts": end})
+    payments[-1].append({"payment_id": "-", "order_id": -1, "paid": 0.0, "pay_ts": end})
     return orders, payments
+
+
+def generate_clicks(n_batches: int = 6, per_batch: int = 400, seed: int = 11) -> list[list[dict[str, Any]]]:
+    """Per-batch clicks of 40 users on 25 pages; ~4% arrive 1, 3 or 4 batches (minutes) late."""
+    rnd = random.Random(seed)
+    batches: list[list[dict[str, Any]]] = [[] for _ in range(n_batches + 1)]
+    for b in range(n_batches):
+        for _ in range(per_batch):
+            ts = BASE + dt.timedelta(minutes=b, seconds=rnd.randrange(60), milliseconds=rnd.randrange(1000))
+            target = b + (rnd.choice([1, 3, 4]) if rnd.random() < 0.04 else 0)
+            if target < n_batches:
+                batches[target].append({"user": f"u{rnd.randrange(40):02d}",
+                                        "page": f"/p/{rnd.randrange(25)}", "click_ts": ts})
+        rnd.shuffle(batches[b])
+    batches[-1].append({"user": "-", "page": "-", "click_ts": BASE + dt.timedelta(hours=1)})
+    return batches
+
+
+def _write(folder: Path, batches: list[list[dict[str, Any]]], ddl: str, spark: Any) -> None:
+    from pyspark.sql.types import _parse_datatype_string
+
+    from interlace.testing.replay import write_parquet_rows
+
+    schema = _parse_datatype_string(ddl)
+    folder.mkdir(parents=True, exist_ok=True)
+    for i, rows in enumerate(batches):
+        write_parquet_rows(folder / f"{i:06d}.parquet", rows, schema, 1_700_000_000.0 + i)
+
+
+def demo_pipelines(root: Path) -> tuple[Any, Any]:
+    """The two demo pipelines, writing into ``root / "demo.duckdb"``."""
+    from interlace.operators.join import Join
+    from interlace.operators.window import Aggregation, Window
+    from interlace.pipeline import Pipeline, SparkSettings, Source, Target
+
+    db = str(root / "demo.duckdb")
+    join = Pipeline(
+        name="orders-payments",
+        sources=(
+            Source(name="orders", format="parquet", path=str(root / "data/orders"),
+                   schema=ORDERS_DDL, event_time_column="order_ts"),
+            Source(name="payments", format="parquet", path=str(root / "data/payments"),
+                   schema=PAYMENTS_DDL, event_time_column="pay_ts"),
+        ),
+        join=Join(left_keys=["order_id"], right_keys=["order_id"], how="left",
+                  lower_ms=0, upper_ms=600_000,  # payment within 10 minutes after the order
+                  left_event_time_column="order_ts", right_event_time_column="pay_ts",
+                  lateness_ms=120_000, late_data="dlq", dlq_horizon_ms=3_600_000,
+                  left_prefix="", right_prefix="",
+                  output_left_columns=["order_id", "customer", "amount", "order_ts"],
+                  output_right_columns=["payment_id", "paid", "pay_ts"], key_groups=8,
+                  name="orders-payments"),
+        left_source="orders", right_source="payments",
+        target=Target(kind="duckdb", path=db, table="orders_payments"),
+        dead_letter=Target(kind="duckdb", path=db, table="late_payments"),
+        spark=SparkSettings(checkpoint=str(root / "checkpoints/orders-payments")),
+    )
+    window = Pipeline(
+        name="clicks-per-minute",
+        sources=(Source(name="clicks", format="parquet", path=str(root / "data/clicks"),
+                        schema=CLICKS_DDL, event_time_column="click_ts"),),
+        window=Window(kind="tumbling", duration_ms=60_000, event_time_column="click_ts",
+                      lateness_ms=10_000, group_by=["user"], late_data="reopen",
+                      allowed_lateness_ms=120_000, max_groups_per_window=100_000, key_groups=8,
+                      name="clicks-per-minute",
+                      aggregations=[Aggregation(agg="count", as_="clicks"),
+                                    Aggregation(agg="count_distinct", column="page",
+                                                as_="unique_pages")]),
+        target=Target(kind="duckdb", path=db, table="clicks_per_minute",
+                      key=["window_start", "window_end", "user"]),
+        spark=SparkSettings(checkpoint=str(root / "checkpoints/clicks-per-minute")),
+    )
+    return join, window
 
 
 @dataclass
 class DemoResult:
-    """What the demo wrote and counted."""
+    """What the demo wrote."""
 
     duckdb_path: Path
-    joined_rows: int
     paid: int
     unpaid: int
-    dead_letters: int
-    counters: dict[str, int]
+    late_payments: int
+    click_windows: int
+    reopened_windows: int
+    late_clicks_dropped: int
     seconds: float
 
 
-def run_join_demo(workdir: Path | None = None, *, spark: Any = None, quiet: bool = False) -> DemoResult:
-    """Run the join demo and return its summary.
-
-    Args:
-        workdir: Where data, checkpoint and ``demo.duckdb`` go (a temp folder if omitted).
-        spark: A SparkSession (default: :func:`interlace.local_session`).
-        quiet: Print nothing.
-    """
+def run_demo(workdir: Path | None = None, *, spark: Any = None, quiet: bool = False) -> DemoResult:
+    """Generate the data, run both pipelines, print a summary (unless ``quiet``)."""
     import duckdb
-    from pyspark.sql import types as T
 
-    from interlace import Join, local_session, stream_join
-    from interlace.metrics import counters
-    from interlace.testing.replay import write_parquet_rows
+    from interlace.runner import run_pipeline
+    from interlace.session import local_session
 
     started = time.time()
-    root = Path(workdir) if workdir is not None else Path(tempfile.mkdtemp(prefix="interlace-demo-"))
+    root = Path(workdir).resolve() if workdir else Path(tempfile.mkdtemp(prefix="interlace-demo-"))
     root.mkdir(parents=True, exist_ok=True)
     spark = spark or local_session("interlace-demo")
     orders, payments = generate_orders_payments()
-    order_schema = T.StructType([
-        T.StructField("order_id", T.LongType()), T.StructField("customer", T.StringType()),
-        T.StructField("amount", T.DoubleType()), T.StructField("order_ts", T.TimestampType())])
-    pay_schema = T.StructType([
-        T.StructField("payment_id", T.StringType()), T.StructField("order_id", T.LongType()),
-        T.StructField("paid", T.DoubleType()), T.StructField("pay_ts", T.TimestampType())])
-    for name, schema, batches in (("orders", order_schema, orders), ("payments", pay_schema, payments)):
-        (root / name).mkdir(exist_ok=True)
-        for i, rows in enumerate(batches):
-            write_parquet_rows(root / name / f"{i:06d}.parquet", rows, schema, 1_700_000_000.0 + i)
-    # A last batch far ahead moves the watermark on, so unpaid orders are emitted.
-    write_parquet_rows(root / "orders" / f"{len(orders):06d}.parquet",
-                       [{"order_id": -1, "customer": "-", "amount": 0.0,
-                         "order_ts": BASE + dt.timedelta(hours=3)}], order_schema, 1_700_000_100.0)
-    write_parquet_rows(root / "payments" / f"{len(orders):06d}.parquet",
-                       [{"payment_id": "-", "order_id": -1, "paid": 0.0,
-                         "pay_ts": BASE + dt.timedelta(hours=3)}], pay_schema, 1_700_000_100.0)
+    _write(root / "data/orders", orders, ORDERS_DDL, spark)
+    _write(root / "data/payments", payments, PAYMENTS_DDL, spark)
+    _write(root / "data/clicks", generate_clicks(), CLICKS_DDL, spark)
+    join, window = demo_pipelines(root)
+    log = None if quiet else __import__("sys").stderr
+    j = run_pipeline(join, base=root, spark=spark, progress=log)
+    w = run_pipeline(window, base=root, spark=spark, progress=log)
 
-    spec = Join(
-        left_keys=["order_id"], right_keys=["order_id"], how="left",
-        lower_ms=0, upper_ms=600_000,          # payment within 10 minutes after the order
-        left_event_time_column="order_ts", right_event_time_column="pay_ts",
-        lateness_ms=120_000, late_data="dlq", dlq_horizon_ms=3_600_000,
-        left_prefix="", right_prefix="", output_left_columns=["order_id", "customer", "amount", "order_ts"],
-        output_right_columns=["payment_id", "paid", "pay_ts"], key_groups=8, name="orders-payments")
-    acc = counters(spark)
-    read = lambda name, schema: (  # noqa: E731
-        spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).parquet(str(root / name)))
-    out = stream_join(read("orders", order_schema), read("payments", pay_schema), spec, counters=acc)
-
-    db_path = root / "demo.duckdb"
-    con = duckdb.connect(str(db_path))
-    con.execute("CREATE TABLE IF NOT EXISTS orders_payments (batch_id BIGINT, order_id BIGINT, "
-                "customer VARCHAR, amount DOUBLE, order_ts TIMESTAMP, payment_id VARCHAR, "
-                "paid DOUBLE, pay_ts TIMESTAMP)")
-    con.execute("CREATE TABLE IF NOT EXISTS dead_letters (batch_id BIGINT, letter VARCHAR)")
-    con.close()
-
-    def sink(df: Any, batch_id: int) -> None:
-        pdf = df.toPandas()
-        normal = pdf[pdf["_dead_letter"].isna()].drop(columns=["_dead_letter"])
-        normal = normal[normal["order_id"] != -1]
-        normal.insert(0, "batch_id", batch_id)
-        letters = pdf.loc[pdf["_dead_letter"].notna(), ["_dead_letter"]].rename(
-            columns={"_dead_letter": "letter"})
-        letters.insert(0, "batch_id", batch_id)
-        c = duckdb.connect(str(db_path))
-        try:
-            c.execute("BEGIN TRANSACTION")
-            c.execute("DELETE FROM orders_payments WHERE batch_id = ?", [batch_id])
-            c.execute("DELETE FROM dead_letters WHERE batch_id = ?", [batch_id])
-            c.register("normal_df", normal)
-            c.register("letters_df", letters)
-            c.execute("INSERT INTO orders_payments SELECT * FROM normal_df")
-            c.execute("INSERT INTO dead_letters SELECT * FROM letters_df")
-            c.execute("COMMIT")
-        finally:
-            c.close()
-
-    query = (out.writeStream.foreachBatch(sink).option("checkpointLocation", str(root / "checkpoint"))
-             .trigger(availableNow=True).start())
-    query.awaitTermination()
-
-    con = duckdb.connect(str(db_path), read_only=True)
-    joined = con.execute("SELECT count(*) FROM orders_payments").fetchone()[0]
-    paid = con.execute("SELECT count(*) FROM orders_payments WHERE payment_id IS NOT NULL").fetchone()[0]
-    unpaid = con.execute("SELECT count(*) FROM orders_payments WHERE payment_id IS NULL").fetchone()[0]
-    dead = con.execute("SELECT count(*) FROM dead_letters").fetchone()[0]
-    top_unpaid = con.execute(
-        "SELECT customer, count(*) AS unpaid_orders, round(sum(amount), 2) AS unpaid_amount "
-        "FROM orders_payments WHERE payment_id IS NULL GROUP BY customer "
-        "ORDER BY unpaid_amount DESC LIMIT 5").fetchall()
-    sample_letter = con.execute("SELECT letter FROM dead_letters LIMIT 1").fetchone()
-    con.close()
-    result = DemoResult(db_path, joined, paid, unpaid, dead, dict(acc.value), time.time() - started)
+    con = duckdb.connect(str(root / "demo.duckdb"), read_only=True)
+    try:
+        q = lambda sql: con.execute(sql).fetchall()  # noqa: E731
+        paid = q("SELECT count(*) FROM orders_payments WHERE payment_id IS NOT NULL AND order_id > 0")[0][0]
+        unpaid = q("SELECT count(*) FROM orders_payments WHERE payment_id IS NULL AND order_id > 0")[0][0]
+        late = q("SELECT count(*) FROM late_payments")[0][0]
+        windows = q("SELECT count(*) FROM clicks_per_minute WHERE user <> '-'")[0][0]
+        reopened = q("SELECT count(*) FROM clicks_per_minute WHERE revision > 0")[0][0]
+        top_unpaid = q("SELECT customer, count(*), round(sum(amount), 2) FROM orders_payments "
+                       "WHERE payment_id IS NULL AND order_id > 0 GROUP BY customer "
+                       "ORDER BY 3 DESC LIMIT 3")
+        busiest = q("SELECT strftime(window_start, '%H:%M'), user, clicks, unique_pages, revision "
+                    "FROM clicks_per_minute WHERE user <> '-' ORDER BY clicks DESC, "
+                    "window_start, user LIMIT 3")
+        letter = q("SELECT dead_letter FROM late_payments LIMIT 1")
+    finally:
+        con.close()
+    result = DemoResult(root / "demo.duckdb", paid, unpaid, late, windows, reopened,
+                        w.counters.get("late_dropped", 0), time.time() - started)
     if not quiet:
-        print("interlace demo: orders LEFT JOIN payments within 10 minutes (local Spark -> DuckDB)")
-        print(f"  rows written        {joined:>6}   (paid {paid}, unpaid {unpaid})")
-        print(f"  late payments (DLQ) {dead:>6}")
-        print(f"  counters            {json.dumps(result.counters, sort_keys=True)}")
-        print("  top customers by unpaid amount:")
-        for customer, n, amt in top_unpaid:
-            print(f"    {customer}  {n:>3} orders  {amt:>9.2f}")
-        if sample_letter:
-            print(f"  a dead letter: {sample_letter[0][:160]}...")
-        print(f"  DuckDB file: {db_path}  (tables orders_payments, dead_letters)")
-        print(f"  took {result.seconds:.1f} s")
+        print("interlace demo (local Spark -> DuckDB)")
+        print(f"  orders LEFT JOIN payments within 10 min: {paid} paid, {unpaid} unpaid, "
+              f"{late} late payments dead-lettered")
+        for customer, n, amount in top_unpaid:
+            print(f"    unpaid: {customer} {n} orders, {amount:.2f}")
+        if letter:
+            print(f"    a dead letter: {letter[0][0][:150]}...")
+        print(f"  clicks per user per minute (reopen): {windows} windows, {reopened} re-emitted "
+              f"with late clicks, {result.late_clicks_dropped} clicks too late even for reopen")
+        for start, user, clicks, pages, rev in busiest:
+            print(f"    {start} {user}: {clicks} clicks on ~{pages} pages (revision {rev})")
+        print(f"  DuckDB file: {result.duckdb_path} (tables orders_payments, late_payments, "
+              "clicks_per_minute)")
+        print(f"  took {result.seconds:.0f} s")
     return result

@@ -41,3 +41,111 @@ class CounterParam(AccumulatorParam):  # type: ignore[type-arg]
 def counters(spark: Any) -> Any:
     """Return a new counters accumulator (``.value`` is a dict name -> int)."""
     return spark.sparkContext.accumulator({}, CounterParam())
+
+
+class PipelineMetrics:
+    """Prometheus metrics of one pipeline, fed from query progress and operator counters.
+
+    Seed 001's window metrics plus join counterparts (names prefixed ``interlace_``):
+
+    * ``interlace_windows_active`` (gauge): windows held in state (created - emitted-and-evicted
+      - absorbed sessions).
+    * ``interlace_windows_emitted_total`` (counter; ``kind``): window rows emitted.
+    * ``interlace_late_rows_dropped_total`` (counter; ``policy``): late rows dropped by the
+      operator (``drop``, ``reopen`` past the allowance) — rows dead-lettered count under
+      ``policy="dlq"``; rows Spark dropped before the operator under ``policy="spark"``.
+    * ``interlace_state_groups_total`` (gauge): key groups holding state (Spark's
+      ``numRowsTotal`` of the state operator).
+    * ``interlace_state_bytes`` (gauge): Spark's ``memoryUsedBytes`` of the state operator.
+    * ``interlace_watermark_seconds`` (gauge; ``source``): per source ``max event time -
+      lateness_ms``; ``source="_global"`` is the operator watermark ``wm``.
+    * ``interlace_join_buffered_rows`` (gauge; ``side``), ``interlace_join_matches_total``,
+      ``interlace_join_unmatched_emitted_total`` (counter; ``side``).
+    * ``interlace_input_rows_total``, ``interlace_output_rows_total``, ``interlace_batches_total``.
+    """
+
+    def __init__(self, pipeline: str, kind: str) -> None:
+        from prometheus_client import CollectorRegistry, Counter, Gauge
+
+        self.pipeline = pipeline
+        self.kind = kind
+        self.registry = CollectorRegistry()
+        r = self.registry
+        lp = ["pipeline"]
+        self.windows_active = Gauge("interlace_windows_active", "Windows held in state", lp, registry=r)
+        self.windows_emitted = Counter("interlace_windows_emitted", "Window rows emitted",
+                                       [*lp, "kind"], registry=r)
+        self.late_dropped = Counter("interlace_late_rows_dropped", "Late rows not aggregated / joined",
+                                    [*lp, "policy"], registry=r)
+        self.state_groups = Gauge("interlace_state_groups_total", "Key groups holding state", lp,
+                                  registry=r)
+        self.state_bytes = Gauge("interlace_state_bytes", "State store memory used", lp, registry=r)
+        self.watermark = Gauge("interlace_watermark_seconds", "Watermark (seconds since epoch)",
+                               [*lp, "source"], registry=r)
+        self.buffered = Gauge("interlace_join_buffered_rows", "Rows buffered per join side",
+                              [*lp, "side"], registry=r)
+        self.matches = Counter("interlace_join_matches", "Join pairs emitted", lp, registry=r)
+        self.unmatched = Counter("interlace_join_unmatched_emitted", "Unmatched outer rows emitted",
+                                 [*lp, "side"], registry=r)
+        self.input_rows = Counter("interlace_input_rows", "Rows read", lp, registry=r)
+        self.output_rows = Counter("interlace_output_rows", "Rows written to the target", lp,
+                                   registry=r)
+        self.batches = Counter("interlace_batches", "Micro-batches run", lp, registry=r)
+        self._seen: dict[str, int] = {}
+
+    def serve(self, port: int) -> Any:
+        """Expose ``/metrics`` on ``port`` (0 picks a free port); returns the server."""
+        from prometheus_client import start_http_server
+
+        server, _thread = start_http_server(port, registry=self.registry)
+        return server
+
+    def update_counters(self, totals: dict[str, int], late_policy: str) -> None:
+        """Feed cumulative operator counters (the accumulator's value)."""
+        def delta(name: str) -> int:
+            d = totals.get(name, 0) - self._seen.get(name, 0)
+            self._seen[name] = totals.get(name, 0)
+            return max(d, 0)
+
+        p = self.pipeline
+        late = sum(delta(n) for n in ("late_dropped", "late_dropped_left", "late_dropped_right"))
+        if late:
+            self.late_dropped.labels(p, late_policy).inc(late)
+        dead = sum(delta(n) for n in ("dead_lettered", "dead_lettered_left", "dead_lettered_right"))
+        if dead:
+            self.late_dropped.labels(p, "dlq").inc(dead)
+        if self.kind == "window":
+            emitted = delta("windows_emitted")
+            if emitted:
+                self.windows_emitted.labels(p, "window").inc(emitted)
+            self.windows_active.labels(p).set(
+                totals.get("windows_created", 0) - totals.get("windows_evicted", 0)
+                - totals.get("windows_absorbed", 0))
+        else:
+            m = delta("matches")
+            if m:
+                self.matches.labels(p).inc(m)
+            for side in ("left", "right"):
+                u = delta(f"unmatched_{side}")
+                if u:
+                    self.unmatched.labels(p, side).inc(u)
+                self.buffered.labels(p, side).set(
+                    totals.get(f"inserted_{side}", 0) - totals.get(f"evicted_{side}", 0))
+
+    def update_progress(self, progress: dict[str, Any], output_rows: int) -> None:
+        """Feed one micro-batch's ``StreamingQueryProgress`` (as a dict)."""
+        p = self.pipeline
+        self.batches.labels(p).inc()
+        self.input_rows.labels(p).inc(int(progress.get("numInputRows") or 0))
+        self.output_rows.labels(p).inc(output_rows)
+        ops = progress.get("stateOperators") or []
+        if ops:
+            self.state_groups.labels(p).set(sum(int(o.get("numRowsTotal") or 0) for o in ops))
+            self.state_bytes.labels(p).set(sum(int(o.get("memoryUsedBytes") or 0) for o in ops))
+            spark_dropped = sum(int(o.get("numRowsDroppedByWatermark") or 0) for o in ops)
+            if spark_dropped:
+                self.late_dropped.labels(p, "spark").inc(spark_dropped)
+
+    def set_watermark(self, source: str, seconds: float) -> None:
+        """Set a watermark gauge (``source="_global"`` for the operator's ``wm``)."""
+        self.watermark.labels(self.pipeline, source).set(seconds)

@@ -1,0 +1,287 @@
+"""Run a :class:`~interlace.pipeline.Pipeline` on Spark: sources → operator → targets.
+
+Sources and targets are Spark's and DuckDB's; the operator is interlace's. The query runs
+until its sources are exhausted (``availableNow``) or forever (``continuous=True``) and
+checkpoints to ``[spark] checkpoint``: a rerun resumes from there, and the DuckDB target skips
+batches it already committed, so a run killed at any point and rerun gives exactly the
+uninterrupted result.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import signal
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from interlace.operators._common import DEAD_LETTER_COLUMN
+from interlace.operators.errors import ConfigError
+
+__all__ = ["RunSummary", "build_query_input", "run_pipeline"]
+
+
+@dataclass
+class RunSummary:
+    """What a run did."""
+
+    batches: int = 0
+    input_rows: int = 0
+    output_rows: int = 0
+    dead_letters: int = 0
+    counters: dict[str, int] = field(default_factory=dict)
+    stopped_by_user: bool = False
+    seconds: float = 0.0
+
+
+def _check_kafka(spark: Any) -> None:
+    try:
+        spark.sparkContext._jvm.java.lang.Class.forName(
+            "org.apache.spark.sql.kafka010.KafkaSourceProvider")
+    except Exception as exc:
+        msg = (
+            "source format 'kafka' needs Spark's Kafka connector, which is not on the classpath. "
+            "Add it with [spark] conf = { \"spark.jars.packages\" = "
+            "\"org.apache.spark:spark-sql-kafka-0-10_2.13:4.3.0\" } (needs Maven access) or "
+            "{ \"spark.jars\" = \"/path/to/spark-sql-kafka-0-10_2.13-4.3.0.jar,...\" }"
+        )
+        raise ConfigError(msg) from exc
+
+
+def _read_source(spark: Any, src: Any, base: Path) -> Any:
+    from pyspark.sql import functions as F
+
+    if src.format == "kafka":
+        _check_kafka(spark)
+    reader = spark.readStream.format(src.format)
+    opts = dict(src.options or {})
+    if src.format in ("parquet", "json", "csv") and "maxFilesPerTrigger" not in opts:
+        opts["maxFilesPerTrigger"] = "1"
+    if opts:
+        reader = reader.options(**{k: str(v) for k, v in opts.items()})
+    if src.schema:
+        reader = reader.schema(src.schema)
+    if src.path:
+        path = Path(src.path)
+        df = reader.load(str(path if path.is_absolute() else base / path))
+    else:
+        df = reader.load()
+    if src.time_mode == "processing":
+        et = src.event_time_column or "event_time"
+        if et in df.columns:
+            msg = (f"source {src.name!r}: time_mode='processing' synthesizes {et!r}, which the "
+                   "source already has; rename it or set event_time_column")
+            raise ConfigError(msg)
+        df = df.withColumn(et, F.current_timestamp())
+    if src.sql:
+        df.createOrReplaceTempView("source")
+        df = spark.sql(src.sql)
+    return df
+
+
+def build_query_input(spark: Any, pipeline: Any, *, base: Path, counters: Any | None = None) -> Any:
+    """Return the streaming output DataFrame of ``pipeline`` (sources → pre-stages → operator)."""
+    from pyspark.sql import functions as F
+
+    from interlace.operators.join import stream_join
+    from interlace.operators.window import window_aggregate
+
+    frames = {}
+    for src in pipeline.sources:
+        df = _read_source(spark, src, base)
+        if src.event_time_column and src.event_time_column in df.columns:
+            df = df.observe(f"src_{src.name}", F.max(src.event_time_column).alias("max_event_time"))
+        frames[src.name] = df
+    if pipeline.join is not None:
+        return stream_join(frames[pipeline.left_source], frames[pipeline.right_source],
+                           pipeline.join, counters=counters)
+    assert pipeline.window is not None
+    name = pipeline.window_source or pipeline.sources[0].name
+    df = frames[name]
+    if pipeline.transform_sql:
+        df.createOrReplaceTempView("source")
+        df = spark.sql(pipeline.transform_sql)
+    return window_aggregate(df, pipeline.window, counters=counters)
+
+
+class _Progress:
+    """Prints one line per micro-batch: live on a terminal, plain log lines otherwise."""
+
+    def __init__(self, out: TextIO, name: str) -> None:
+        self.out = out
+        self.tty = out.isatty()
+        self.name = name
+
+    def batch(self, p: dict[str, Any], output_rows: int, late: int) -> None:
+        ops = p.get("stateOperators") or [{}]
+        wm = (p.get("eventTime") or {}).get("watermark", "-")
+        line = (f"[{self.name}] batch {p['batchId']}: in {p.get('numInputRows', 0)} rows, "
+                f"watermark {wm}, out {output_rows} rows, late {late}, "
+                f"state {sum(int(o.get('numRowsTotal') or 0) for o in ops)} groups / "
+                f"{sum(int(o.get('memoryUsedBytes') or 0) for o in ops)} bytes")
+        if self.tty:
+            self.out.write("\r\033[K" + line)
+        else:
+            self.out.write(line + "\n")
+        self.out.flush()
+
+    def done(self) -> None:
+        if self.tty:
+            self.out.write("\n")
+            self.out.flush()
+
+
+def run_pipeline(
+    pipeline: Any,
+    *,
+    base: Path | None = None,
+    continuous: bool = False,
+    metrics_port: int | None = None,
+    progress: TextIO | None = sys.stderr,
+    spark: Any = None,
+    metrics: Any = None,
+) -> RunSummary:
+    """Run ``pipeline`` until its sources are exhausted (or forever with ``continuous``).
+
+    Args:
+        pipeline: The pipeline.
+        base: Folder that relative paths in the pipeline are resolved against (default: cwd).
+        continuous: Keep running (processing-time trigger) instead of ``availableNow``.
+        metrics_port: Serve Prometheus metrics on this port while running.
+        progress: Where progress lines go (``None``: silent).
+        spark: A SparkSession (default: one from ``[spark]``).
+        metrics: A :class:`~interlace.metrics.PipelineMetrics` to feed (default: a new one).
+
+    Returns:
+        A :class:`RunSummary`. Ctrl-C stops the query cleanly (``stopped_by_user``); a rerun
+        resumes from the checkpoint.
+    """
+    from interlace.metrics import PipelineMetrics, counters
+    from interlace.session import local_session
+    from interlace.targets import make_target
+
+    started = time.time()
+    base = Path(base) if base is not None else Path.cwd()
+    s = pipeline.spark
+    if spark is None:
+        conf = dict(s.conf or {})
+        spark = local_session(f"interlace-{pipeline.name}", master=s.master,
+                              shuffle_partitions=s.shuffle_partitions, conf=conf)
+    else:
+        for k, v in dict(s.conf or {}).items():
+            spark.conf.set(k, v)
+    acc = counters(spark)
+    out = build_query_input(spark, pipeline, base=base, counters=acc)
+    kind = "join" if pipeline.join is not None else "window"
+    spec = pipeline.join if pipeline.join is not None else pipeline.window
+    dlq = DEAD_LETTER_COLUMN in out.columns
+    normal_schema = out.drop(DEAD_LETTER_COLUMN).schema if dlq else out.schema
+    default_key: tuple[str, ...] = ()
+    if kind == "window" and spec.late_data == "reopen":
+        default_key = (spec.window_start_column, spec.window_end_column, *spec.group_by)
+    target = make_target(pipeline.target, pipeline.name, base=base, default_table=pipeline.name,
+                         default_key=default_key)
+    target.prepare(normal_schema)
+    dead = None
+    if dlq:
+        from pyspark.sql import types as T
+
+        dl_spec = pipeline.dead_letter
+        if dl_spec is None:
+            msg = ("late_data='dlq' needs a [dead_letter] target for the dead letters "
+                   "(e.g. kind = \"duckdb\", table = \"dead_letters\")")
+            raise ConfigError(msg)
+        dead = make_target(dl_spec, pipeline.name, base=base,
+                           default_table=f"{pipeline.name}_dead_letters")
+        dead.prepare(T.StructType([T.StructField("dead_letter", T.StringType())]))
+    metrics = metrics or PipelineMetrics(pipeline.name, kind)
+    server = metrics.serve(metrics_port) if metrics_port is not None else None
+    summary = RunSummary()
+    written: dict[int, int] = {}
+
+    def sink(df: Any, batch_id: int) -> None:
+        pdf = df.toPandas()
+        if dlq:
+            letters = pdf.loc[pdf[DEAD_LETTER_COLUMN].notna(), [DEAD_LETTER_COLUMN]].rename(
+                columns={DEAD_LETTER_COLUMN: "dead_letter"})
+            pdf = pdf[pdf[DEAD_LETTER_COLUMN].isna()].drop(columns=[DEAD_LETTER_COLUMN])
+            assert dead is not None
+            summary.dead_letters += dead.write(letters.reset_index(drop=True), batch_id)
+        written[batch_id] = target.write(pdf.reset_index(drop=True), batch_id)
+
+    checkpoint = s.checkpoint or f".interlace/checkpoints/{pipeline.name}"
+    ckpt = Path(checkpoint)
+    writer = out.writeStream.foreachBatch(sink).option(
+        "checkpointLocation", str(ckpt if ckpt.is_absolute() else base / ckpt))
+    writer = writer.trigger(processingTime="1 second") if continuous else writer.trigger(availableNow=True)
+    query = writer.start()
+    reporter = _Progress(progress, pipeline.name) if progress is not None else None
+    seen: set[int] = set()
+    max_event: dict[str, float] = {}
+    late_policy = spec.late_data if spec.late_data != "dlq" else "drop"
+
+    def drain() -> None:
+        for p in query.recentProgress:
+            bid = int(p["batchId"])
+            if bid in seen:
+                continue
+            seen.add(bid)
+            totals = dict(acc.value)
+            metrics.update_counters(totals, late_policy)
+            metrics.update_progress(p, written.get(bid, 0))
+            for name, row in (p.get("observedMetrics") or {}).items():
+                value = row.get("max_event_time") if isinstance(row, dict) else None
+                if value:
+                    ts = _dt.datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+                    if ts.tzinfo is None:
+                        ts = ts.replace(tzinfo=_dt.timezone.utc)
+                    src = name.removeprefix("src_")
+                    max_event[src] = max(max_event.get(src, 0.0), ts.timestamp())
+                    metrics.set_watermark(src, max_event[src] - spec.lateness_ms / 1000)
+            wm = (p.get("eventTime") or {}).get("watermark")
+            if wm:
+                w = _dt.datetime.strptime(wm, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=_dt.timezone.utc)
+                if w.timestamp() > 0:
+                    metrics.set_watermark("_global", w.timestamp() + spec.horizon_ms / 1000)
+            summary.batches += 1
+            summary.input_rows += int(p.get("numInputRows") or 0)
+            summary.output_rows += written.get(bid, 0)
+            if reporter is not None:
+                late = sum(v for k, v in totals.items() if k.startswith(("late_dropped", "dead_lettered")))
+                reporter.batch(p, written.get(bid, 0), late)
+
+    stop = threading.Event()
+    previous = signal.getsignal(signal.SIGINT) if threading.current_thread() is threading.main_thread() else None
+
+    def on_sigint(signum: int, frame: Any) -> None:
+        stop.set()
+
+    if previous is not None:
+        signal.signal(signal.SIGINT, on_sigint)
+    try:
+        while query.isActive and not stop.is_set():
+            query.awaitTermination(0.5)
+            drain()
+        if stop.is_set():
+            summary.stopped_by_user = True
+            query.stop()
+        query.awaitTermination()
+        drain()
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+        if reporter is not None:
+            reporter.done()
+        if server is not None and not continuous:
+            server.shutdown()
+    summary.counters = dict(acc.value)
+    summary.seconds = time.time() - started
+    if progress is not None:
+        progress.write(f"[{pipeline.name}] done: {summary.batches} batches, {summary.input_rows} rows "
+                       f"in, {summary.output_rows} rows out, {summary.dead_letters} dead letters, "
+                       f"counters {json.dumps(summary.counters, sort_keys=True)}\n")
+    return summary

@@ -1,0 +1,209 @@
+"""Where a pipeline's rows go: embedded DuckDB (exactly-once), Parquet, console.
+
+Every target is written from ``foreachBatch`` with Spark's batch id:
+
+* **DuckDB** writes each micro-batch in one transaction that also records
+  ``(pipeline, table, batch_id)`` in ``_interlace_commits``; a batch id already recorded is
+  skipped, so a batch Spark replays after a crash is written exactly once. With a ``key``, rows
+  are upserted by that natural key; when the rows carry ``revision`` (windows under
+  ``late_data="reopen"``) an existing row is only replaced by a higher or equal revision, and
+  ``retracted`` rows delete their key (a session absorbed by a merge).
+* **Parquet** writes each batch to ``PATH/batch_id=N`` (overwritten on replay: idempotent).
+* **Console** prints the rows.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = ["ConsoleTarget", "DuckDBTarget", "ParquetTarget", "duckdb_type", "make_target"]
+
+_COMMITS = "_interlace_commits"
+
+
+def duckdb_type(spark_type: Any) -> str:
+    """Map a Spark SQL type to a DuckDB column type (complex types become JSON text)."""
+    from pyspark.sql import types as T
+
+    simple = {
+        T.LongType: "BIGINT", T.IntegerType: "INTEGER", T.ShortType: "SMALLINT",
+        T.ByteType: "TINYINT", T.DoubleType: "DOUBLE", T.FloatType: "REAL",
+        T.StringType: "VARCHAR", T.BooleanType: "BOOLEAN", T.TimestampType: "TIMESTAMP",
+        T.TimestampNTZType: "TIMESTAMP", T.DateType: "DATE", T.BinaryType: "BLOB",
+    }
+    for cls, name in simple.items():
+        if isinstance(spark_type, cls):
+            return name
+    if isinstance(spark_type, T.DecimalType):
+        return f"DECIMAL({spark_type.precision},{spark_type.scale})"
+    return "VARCHAR"
+
+
+def _ident(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _table_name(name: str) -> str:
+    return re.sub(r"\W", "_", name)
+
+
+@dataclass
+class DuckDBTarget:
+    """An embedded DuckDB table written exactly once per micro-batch.
+
+    Attributes:
+        path: The DuckDB database file.
+        table: The table name.
+        pipeline: The pipeline name (recorded with each committed batch id).
+        key: Natural key columns for upserts, or empty for appends.
+    """
+
+    path: Path
+    table: str
+    pipeline: str
+    key: tuple[str, ...] = ()
+    written: dict[int, int] = field(default_factory=dict)
+
+    def prepare(self, schema: Any) -> None:
+        """Create the table (with the key as primary key) and the commit log if missing."""
+        import duckdb
+
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        cols = [f"{_ident(f.name)} {duckdb_type(f.dataType)}" for f in schema.fields]
+        missing = [k for k in self.key if k not in schema.names]
+        if missing:
+            msg = f"target `key` column(s) {missing} are not output columns {schema.names}"
+            raise ValueError(msg)
+        if self.key:
+            cols.append(f"PRIMARY KEY ({', '.join(_ident(k) for k in self.key)})")
+        con = duckdb.connect(str(self.path))
+        try:
+            con.execute(f"CREATE TABLE IF NOT EXISTS {_ident(self.table)} ({', '.join(cols)})")
+            con.execute(f"CREATE TABLE IF NOT EXISTS {_COMMITS} (pipeline VARCHAR, tbl VARCHAR, "
+                        "batch_id BIGINT, rows BIGINT, PRIMARY KEY (pipeline, tbl, batch_id))")
+        finally:
+            con.close()
+
+    def write(self, pdf: Any, batch_id: int) -> int:
+        """Write one micro-batch (a pandas frame) exactly once; return the rows written."""
+        import duckdb
+
+        con = duckdb.connect(str(self.path))
+        try:
+            con.execute("BEGIN TRANSACTION")
+            done = con.execute(f"SELECT rows FROM {_COMMITS} WHERE pipeline = ? AND tbl = ? AND "
+                               "batch_id = ?", [self.pipeline, self.table, batch_id]).fetchone()
+            if done is not None:
+                con.execute("ROLLBACK")
+                return 0
+            n = self._write_rows(con, pdf)
+            con.execute(f"INSERT INTO {_COMMITS} VALUES (?, ?, ?, ?)",
+                        [self.pipeline, self.table, batch_id, n])
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+        finally:
+            con.close()
+        self.written[batch_id] = n
+        return n
+
+    def _write_rows(self, con: Any, pdf: Any) -> int:
+        if len(pdf) == 0:
+            return 0
+        cols = ", ".join(_ident(c) for c in pdf.columns)
+        t = _ident(self.table)
+        if not self.key:
+            con.register("_il_batch", pdf)
+            con.execute(f"INSERT INTO {t} ({cols}) SELECT {cols} FROM _il_batch")
+            con.unregister("_il_batch")
+            return len(pdf)
+        key = list(self.key)
+        n_deleted = 0
+        if "retracted" in pdf.columns:
+            gone = pdf[pdf["retracted"].fillna(False).astype(bool)]
+            pdf = pdf[~pdf["retracted"].fillna(False).astype(bool)]
+            if len(gone):
+                con.register("_il_gone", gone[key])
+                cond = " AND ".join(f"{t}.{_ident(k)} IS NOT DISTINCT FROM g.{_ident(k)}" for k in key)
+                con.execute(f"DELETE FROM {t} WHERE EXISTS (SELECT 1 FROM _il_gone g WHERE {cond})")
+                con.unregister("_il_gone")
+                n_deleted = len(gone)
+        if "revision" in pdf.columns:
+            pdf = pdf.sort_values("revision").drop_duplicates(key, keep="last")
+        else:
+            pdf = pdf.drop_duplicates(key, keep="last")
+        if len(pdf) == 0:
+            return n_deleted
+        con.register("_il_batch", pdf)
+        updates = ", ".join(f"{_ident(c)} = excluded.{_ident(c)}" for c in pdf.columns if c not in key)
+        where = f" WHERE excluded.revision >= {t}.revision" if "revision" in pdf.columns else ""
+        action = f"DO UPDATE SET {updates}{where}" if updates else "DO NOTHING"
+        con.execute(f"INSERT INTO {t} ({cols}) SELECT {cols} FROM _il_batch "
+                    f"ON CONFLICT ({', '.join(_ident(k) for k in key)}) {action}")
+        con.unregister("_il_batch")
+        return len(pdf) + n_deleted
+
+
+@dataclass
+class ParquetTarget:
+    """A folder of Parquet files, one sub-folder per micro-batch (idempotent on replay)."""
+
+    path: Path
+    written: dict[int, int] = field(default_factory=dict)
+
+    def prepare(self, schema: Any) -> None:
+        """Create the folder."""
+        self.path.mkdir(parents=True, exist_ok=True)
+
+    def write(self, pdf: Any, batch_id: int) -> int:
+        """Write one micro-batch to ``batch_id=N/part.parquet`` (replaces a previous attempt)."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        folder = self.path / f"batch_id={batch_id}"
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp = folder / "part.parquet.tmp"
+        pq.write_table(pa.Table.from_pandas(pdf, preserve_index=False), tmp)
+        tmp.replace(folder / "part.parquet")
+        self.written[batch_id] = len(pdf)
+        return len(pdf)
+
+
+@dataclass
+class ConsoleTarget:
+    """Prints each micro-batch's rows."""
+
+    label: str = "output"
+    max_rows: int = 20
+    written: dict[int, int] = field(default_factory=dict)
+
+    def prepare(self, schema: Any) -> None:
+        """Nothing to prepare."""
+
+    def write(self, pdf: Any, batch_id: int) -> int:
+        """Print up to ``max_rows`` rows of the batch."""
+        if len(pdf):
+            print(f"-- {self.label}, batch {batch_id}: {len(pdf)} rows")
+            print(pdf.head(self.max_rows).to_string(index=False))
+        self.written[batch_id] = len(pdf)
+        return len(pdf)
+
+
+def make_target(spec: Any, pipeline: str, *, base: Path, default_table: str,
+                default_key: Sequence[str] = ()) -> Any:
+    """Build a target from a pipeline's ``[target]`` / ``[dead_letter]`` settings."""
+    kind = spec.kind
+    if kind == "duckdb":
+        path = Path(spec.path or "interlace.duckdb")
+        return DuckDBTarget(path if path.is_absolute() else base / path,
+                            spec.table or _table_name(default_table), pipeline,
+                            tuple(spec.key) if spec.key else tuple(default_key))
+    if kind == "parquet":
+        path = Path(spec.path)
+        return ParquetTarget(path if path.is_absolute() else base / path)
+    return ConsoleTarget(label=default_table)
