@@ -9,9 +9,10 @@ proposed change to ``operators/join.py`` can be measured end to end before anyon
 Variants:
 
 * ``baseline``: ``JoinFunction`` unchanged.
-* ``fastconv``: ``frames_to_table`` builds each column with ``pa.array(series.to_numpy(),
-  type=..., from_pandas=True)`` instead of one ``pa.Table.from_pandas`` per input frame, and the
-  output goes to pandas with ``use_threads=False``.
+* ``fastconv``: ``frames_to_table`` builds each column with ``pa.array(series, type=...,
+  from_pandas=True)`` instead of one ``pa.Table.from_pandas`` per input frame (same result:
+  NaN and NaT become nulls, float64-with-NaN becomes int64 for nullable longs), and the output
+  goes to pandas with ``use_threads=False``.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ def fast_frames_to_table(schema: pa.Schema, frames: Iterator[pd.DataFrame]) -> p
     for f in frames:
         if not len(f):
             continue
-        arrays = [pa.array(f[name].to_numpy(), type=fld.type, from_pandas=True)
+        arrays = [pa.array(f[name], type=fld.type, from_pandas=True)
                   for name, fld in zip(schema.names, schema, strict=True)]
         tables.append(pa.Table.from_arrays(arrays, schema=schema))
     if not tables:

@@ -11,7 +11,7 @@ Run from the repository root::
 from __future__ import annotations
 
 from interlace import Aggregation, Window
-from interlace.pipeline import Pipeline, SparkSettings, Source, Target
+from interlace.pipeline import Pipeline, Source, SparkSettings, Target
 
 
 def build() -> Pipeline:

@@ -18,6 +18,7 @@ from interlace.operators import (
     stream_join,
     window_aggregate,
 )
+from interlace.pipeline import Pipeline, SparkSettings, Source, Target
 from interlace.session import local_session
 from interlace.state import StateDecodeError, StateVersionError
 
@@ -26,9 +27,13 @@ __all__ = [
     "ConfigError",
     "Join",
     "JoinOperator",
+    "Pipeline",
+    "Source",
+    "SparkSettings",
     "StateCapError",
     "StateDecodeError",
     "StateVersionError",
+    "Target",
     "Window",
     "WindowOperator",
     "local_session",

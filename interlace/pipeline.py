@@ -588,6 +588,10 @@ class SparkSettings:
         conf: Any other Spark setting, e.g. the state store provider or
             ``spark.sql.streaming.multipleWatermarkPolicy``.
 
+    Example:
+        >>> SparkSettings(conf={"spark.sql.streaming.multipleWatermarkPolicy": "max"}).conf
+        FrozenMap({'spark.sql.streaming.multipleWatermarkPolicy': 'max'})
+
     """
 
     master: str = "local[2]"
@@ -618,14 +622,16 @@ class SparkSettings:
 
 def _err(table: TablePath, key: str | None, msg: str) -> ConfigError:
     """Build a pipeline-level error labelled with its TOML table, remembering where to point."""
-    exc = ConfigError(f"{_label(table)}: {msg}" if table else msg)
+    exc = ConfigError(f"{_label(table)}: {msg}")
     setattr(exc, _WHERE_ATTR, (table, key))
     return exc
 
 
 def _label(table: TablePath) -> str:
     """Name a table path: ``("sources", 1)`` is ``[[sources]] #2``, ``("target",)`` ``[target]``."""
-    if table and isinstance(table[-1], int):
+    if not table:
+        return "top level"
+    if isinstance(table[-1], int):
         return f"[[{'.'.join(str(p) for p in table[:-1])}]] #{table[-1] + 1}"
     return f"[{'.'.join(str(p) for p in table)}]"
 
@@ -642,7 +648,8 @@ class Pipeline:
     Args:
         name: The pipeline's name (letters, digits, ``_``, ``-``, ``.``); names the default
             checkpoint, DuckDB table and the operator.
-        sources: The inputs, with unique names; every source must feed the operator.
+        sources: The inputs (stored as a tuple), with unique names; every source must feed
+            the operator.
         target: Where the output goes.
         join: A stream-stream join of ``left_source`` and ``right_source``.
         left_source: Join only: the left input's source name.
@@ -1002,9 +1009,10 @@ def _validate_join(p: Pipeline) -> None:
     for fname, value in (("window_source", p.window_source), ("transform_sql", p.transform_sql)):
         if value is not None:
             table: TablePath = _WINDOW_TABLE if fname == "window_source" else ("transform",)
-            raise _err(table, _toml_key(fname), f"`{fname}` only applies to a window (got "
-                                                f"{fname}={value!r}); for a join give each "
-                                                "source its own `sql` pre-stage")
+            raise _err(table, _toml_key(fname), f"`{fname}` ({_label(table)} "
+                                                f"{_toml_key(fname)}) only applies to a window "
+                                                f"(got {fname}={value!r}); for a join give "
+                                                "each source its own `sql` pre-stage")
     for key in ("left_source", "right_source"):
         if getattr(p, key) is None:
             raise _err(_JOIN_TABLE, None, f"`{key}` is required: the join reads two sources by "
@@ -1309,11 +1317,19 @@ class _Locator:
                     return self.keys[path]
                 if path in self.tables:
                     return self.tables[path]
-        if table in self.tables:
-            return self.tables[table]
-        n = len(table)
-        lines = [v for k, v in (*self.tables.items(), *self.keys.items()) if k[:n] == table]
-        return min(lines) if lines else None
+        # The table itself, else its first line, else its parent's (an inline table in an
+        # array, say ``aggregations = [{ ... }]``, has no header of its own).
+        while table:
+            if table in self.tables:
+                return self.tables[table]
+            if table in self.keys:
+                return self.keys[table]
+            n = len(table)
+            lines = [v for k, v in (*self.tables.items(), *self.keys.items()) if k[:n] == table]
+            if lines:
+                return min(lines)
+            table = table[:-1]
+        return None
 
 
 def _find_close(line: str, pos: int, delim: str) -> int:
@@ -1407,8 +1423,7 @@ class _Reader:
         return ConfigError(f"{exc}{self.where(*location)}")
 
     def fail(self, table: TablePath, key: str | None, msg: str) -> ConfigError:
-        prefix = f"{_label(table)}: " if table else ""
-        return ConfigError(f"{prefix}{msg}{self.where(table, key)}")
+        return ConfigError(f"{_label(table)}: {msg}{self.where(table, key)}")
 
     def build(self, cls: Any, table: TablePath, kwargs: dict[str, Any]) -> Any:
         """``cls(**kwargs)``; its ConfigError re-raised naming the table and the key's line."""

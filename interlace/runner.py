@@ -180,17 +180,14 @@ def run_pipeline(
     spec = pipeline.join if pipeline.join is not None else pipeline.window
     dlq = DEAD_LETTER_COLUMN in out.columns
     normal_schema = out.drop(DEAD_LETTER_COLUMN).schema if dlq else out.schema
-    default_key: tuple[str, ...] = ()
-    if kind == "window" and spec.late_data == "reopen":
-        default_key = (spec.window_start_column, spec.window_end_column, *spec.group_by)
-    target = make_target(pipeline.target, pipeline.name, base=base, default_table=pipeline.name,
-                         default_key=default_key)
+    target = make_target(pipeline.resolved_target(), pipeline.name, base=base,
+                         default_table=pipeline.name)
     target.prepare(normal_schema)
     dead = None
     if dlq:
         from pyspark.sql import types as T
 
-        dl_spec = pipeline.dead_letter
+        dl_spec = pipeline.resolved_dead_letter()
         if dl_spec is None:
             msg = ("late_data='dlq' needs a [dead_letter] target for the dead letters "
                    "(e.g. kind = \"duckdb\", table = \"dead_letters\")")
@@ -213,8 +210,7 @@ def run_pipeline(
             summary.dead_letters += dead.write(letters.reset_index(drop=True), batch_id)
         written[batch_id] = target.write(pdf.reset_index(drop=True), batch_id)
 
-    checkpoint = s.checkpoint or f".interlace/checkpoints/{pipeline.name}"
-    ckpt = Path(checkpoint)
+    ckpt = Path(pipeline.checkpoint_path())
     writer = out.writeStream.foreachBatch(sink).option(
         "checkpointLocation", str(ckpt if ckpt.is_absolute() else base / ckpt))
     writer = writer.trigger(processingTime="1 second") if continuous else writer.trigger(availableNow=True)
@@ -234,7 +230,10 @@ def run_pipeline(
             metrics.update_counters(totals, late_policy)
             metrics.update_progress(p, written.get(bid, 0))
             for name, row in (p.get("observedMetrics") or {}).items():
-                value = row.get("max_event_time") if isinstance(row, dict) else None
+                # A Row (or a dict from JSON); the time is a string in the session time zone,
+                # which local_session sets to UTC.
+                fields = row.asDict() if hasattr(row, "asDict") else dict(row or {})
+                value = fields.get("max_event_time")
                 if value:
                     ts = _dt.datetime.fromisoformat(str(value).replace("Z", "+00:00"))
                     if ts.tzinfo is None:

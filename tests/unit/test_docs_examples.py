@@ -162,6 +162,10 @@ def _seed_results(policy: str) -> dict[str, object]:
     }
 
 
+def _record(row: dict[str, object]) -> str:
+    return f"{row['v']}@{_seconds(to_us(row['event_time']) // 1000)}"  # type: ignore[arg-type]
+
+
 def _cell(how: str, rows: list[dict[str, object]]) -> str:
     if how in ("left_semi", "left_anti"):
         return ", ".join(str(r["v"]) for r in rows)
@@ -181,8 +185,8 @@ def seed003_emission_table(policy: str = "min") -> str:
     ]
     for b in range(first.num_batches):  # type: ignore[attr-defined]
         if b < len(log):
-            left = ", ".join(f"{r['v']}@{_seconds(to_us(r['event_time']) // 1000)}" for r in log[b].left)
-            right = ", ".join(f"{r['v']}@{_seconds(to_us(r['event_time']) // 1000)}" for r in log[b].right)
+            left = ", ".join(_record(r) for r in log[b].left)
+            right = ", ".join(_record(r) for r in log[b].right)
         else:
             left = right = "(no-data batch)"
         w_ms = first.spark_watermarks_ms[b]  # type: ignore[attr-defined]
@@ -206,7 +210,8 @@ def seed003_null_padded_table() -> str:
         }
     closes = {"E": 40, "F": 60, "f": 80, "G": 100}
     lines = [
-        "| row | event time | close (`t + 15 + 5`) | Kafka table batch | interlace, `min` | interlace, `max` |",
+        "| row | event time | close (`t + 15 + 5`) | Kafka table batch "
+        "| interlace, `min` | interlace, `max` |",
         "|---|---:|---:|---:|---:|---:|",
     ]
     for pair in sorted(by_policy["min"], key=lambda p: (by_policy["min"][p], closes[p[0] or p[1]])):

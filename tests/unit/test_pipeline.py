@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 import runpy
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
@@ -200,7 +200,8 @@ kind = "duckdb"
     msg = error_of(bad)
     assert "`crash_recovery` must be 'at_least_once'" in msg
     assert f"(line {line_of(bad, 'crash_recovery')})" in msg
-    idle = edit(text, "lateness_ms           = 30_000", "lateness_ms = 30_000\nsource_idleness_ms = 1")
+    idle = edit(text, "lateness_ms           = 30_000",
+                "lateness_ms = 30_000\nsource_idleness_ms = 1")
     msg = error_of(idle)
     assert "unknown key `source_idleness_ms`" in msg and "multipleWatermarkPolicy" in msg
 
@@ -296,8 +297,8 @@ def test_toml_syntax_error_names_line_and_column() -> None:
     (WINDOW_TOML, 'column = "page"', 'column = "page"\nalias = "x"',
      "[[transform.window.aggregations]] #2", "alias"),
     (WINDOW_TOML, 'kind = "console"', 'kind = "console"\ntabel = "x"', "[target]", "tabel"),
-    (JOIN_TOML, 'name = "orders-payments"', 'name = "orders-payments"\nversion = 2', "",
-     "version"),
+    (JOIN_TOML, 'name = "orders-payments"', 'name = "orders-payments"\nversion = 2',
+     "top level", "version"),
     (JOIN_TOML, '[target]', '[spark]\nmastr = "local[1]"\n\n[target]', "[spark]", "mastr"),
     (WINDOW_TOML, "[transform.window]", "[transform]\nsequel = 1\n\n[transform.window]",
      "[transform]", "sequel"),
@@ -308,8 +309,7 @@ def test_unknown_key_names_key_table_line_and_valid_keys(
     msg = error_of(text)
     key = needle.split()[0]
     assert f"unknown key `{key}`" in msg
-    if table:
-        assert msg.startswith(f"{table}: ")
+    assert msg.startswith(f"{table}: ")
     assert "valid keys:" in msg
     assert msg.endswith(f"(line {line_of(text, needle)})")
 
@@ -487,6 +487,29 @@ def test_line_numbers_skip_multiline_strings_that_look_like_toml(quote: str) -> 
     assert error_of(text).endswith(f"(line {line_of(text, 'kye')})")
 
 
+def test_inline_tables_get_line_numbers_too() -> None:
+    start = WINDOW_TOML.index("[[transform.window.aggregations]]")
+    text = WINDOW_TOML[:start] + WINDOW_TOML[WINDOW_TOML.index("[target]"):]
+    text = edit(text, "max_groups_per_window = 1000",
+                'max_groups_per_window = 1000\n'
+                'aggregations = [\n  { agg = "median", as = "m" },\n]')
+    msg = error_of(text)
+    assert msg.startswith("[[transform.window.aggregations]] #1: `agg` must be one of")
+    assert msg.endswith(f"(line {line_of(text, 'aggregations = [')})")
+    text = edit(WINDOW_TOML, 'path = "data/clicks"',
+                'path = "data/clicks"\noptions = { a = 1, b = [] }')
+    msg = error_of(text)
+    assert "`options` values must be strings" in msg
+    assert msg.endswith(f"(line {line_of(text, 'options')})")
+
+
+def test_transform_sql_with_a_join_points_at_the_transform_table() -> None:
+    text = edit(JOIN_TOML, "[transform.join]", '[transform]\nsql = "SELECT 1"\n\n[transform.join]')
+    msg = error_of(text)
+    assert msg.startswith("[transform]: `transform_sql` ([transform] sql) only applies to a window")
+    assert msg.endswith(f"(line {line_of(text, 'sql =')})")
+
+
 # ---------------------------------------------------------------------------------------
 # Python construction
 # ---------------------------------------------------------------------------------------
@@ -553,7 +576,7 @@ def test_python_window_and_join_is_rejected_with_the_semantics_wording() -> None
                       join=Join(left_keys=["user"], right_keys=["user"], time_window_ms=1,
                                 event_time_column="ts"), left_source="clicks",
                       right_source="clicks", transform_sql="SELECT 1"),
-     "`transform_sql` only applies to a window"),
+     "`transform_sql` ([transform] sql) only applies to a window"),
 ])
 def test_python_construction_errors(build: object, needle: str) -> None:
     with pytest.raises(ConfigError) as info:
@@ -659,7 +682,8 @@ def test_orders_payments_example_is_a_left_join_within_ten_minutes_with_dlq() ->
     assert p.output_columns()[-1] == "_dead_letter"
 
 
-def test_clicks_per_minute_python_example_equals_the_toml(capsys: pytest.CaptureFixture[str]) -> None:
+def test_clicks_per_minute_python_example_equals_the_toml(
+        capsys: pytest.CaptureFixture[str]) -> None:
     from_toml = Pipeline.load(EXAMPLES / "clicks_per_minute.toml")
     built = runpy.run_path(str(EXAMPLES / "clicks_per_minute.py"))["build"]()
     assert built == from_toml

@@ -1,0 +1,395 @@
+"""The CLI as a user runs it (subprocess): validate, run every source format and target that
+can run here, exactly-once after SIGKILL, and the metrics endpoint."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections import Counter
+from pathlib import Path
+
+import duckdb
+import pandas as pd
+import pytest
+from pyspark.sql import types as T
+
+from interlace.testing.log import JoinBatch
+from interlace.testing.oracle import canonical_rows, oracle_join
+from interlace.testing.replay import write_parquet_rows
+from interlace.testing.window_oracle import WindowBatch, oracle_window
+
+pytestmark = pytest.mark.spark
+
+T0 = dt.datetime(2026, 1, 1)
+INTERLACE = [sys.executable, "-m", "interlace.cli"]
+ORDERS = T.StructType([T.StructField("order_id", T.LongType()), T.StructField("amount", T.DoubleType()),
+                       T.StructField("order_ts", T.TimestampType())])
+PAYS = T.StructType([T.StructField("order_id", T.LongType()), T.StructField("paid", T.DoubleType()),
+                     T.StructField("pay_ts", T.TimestampType())])
+
+
+def at(sec):
+    return T0 + dt.timedelta(seconds=sec)
+
+
+def cli(*args, cwd, timeout=600, check=True):
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    proc = subprocess.run([*INTERLACE, *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout, env=env)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"exit {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}")
+    return proc
+
+
+def join_log(n_batches=4):
+    log = []
+    for b in range(n_batches):
+        left = tuple({"order_id": b * 10 + i, "amount": float(i), "order_ts": at(b * 60 + i * 5)}
+                     for i in range(6))
+        right = tuple({"order_id": b * 10 + i, "paid": float(i), "pay_ts": at(b * 60 + i * 5 + 20)}
+                      for i in range(0, 6, 2))
+        log.append(JoinBatch(left=left, right=right))
+    log.append(JoinBatch(left=({"order_id": -1, "amount": 0.0, "order_ts": at(5000)},),
+                         right=({"order_id": -1, "paid": 0.0, "pay_ts": at(5000)},)))
+    return log
+
+
+JOIN_TOML = """
+name = "orders-payments"
+
+[[sources]]
+name = "orders"
+format = "parquet"
+path = "in/orders"
+schema = "order_id BIGINT, amount DOUBLE, order_ts TIMESTAMP"
+event_time_column = "order_ts"
+
+[[sources]]
+name = "payments"
+format = "parquet"
+path = "in/payments"
+schema = "order_id BIGINT, paid DOUBLE, pay_ts TIMESTAMP"
+event_time_column = "pay_ts"
+
+[transform.join]
+kind = "stream_stream_join"
+left_source = "orders"
+right_source = "payments"
+left_keys = ["order_id"]
+right_keys = ["order_id"]
+how = "left"
+lower_ms = 0
+upper_ms = 30000
+left_event_time_column = "order_ts"
+right_event_time_column = "pay_ts"
+lateness_ms = 5000
+key_groups = 4
+
+[target]
+kind = "duckdb"
+path = "out/result.duckdb"
+table = "joined"
+
+[spark]
+checkpoint = "out/checkpoint"
+shuffle_partitions = 2
+"""
+
+
+def write_join_inputs(root: Path, log):
+    for name, schema, side in (("orders", ORDERS, "left"), ("payments", PAYS, "right")):
+        (root / "in" / name).mkdir(parents=True, exist_ok=True)
+        for i, b in enumerate(log):
+            write_parquet_rows(root / "in" / name / f"{i:06d}.parquet", list(getattr(b, side)),
+                               schema, 1_700_000_000.0 + i)
+
+
+def read_table(db: Path, table: str):
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        return con.execute(f"SELECT * FROM {table}").fetchdf()
+    finally:
+        con.close()
+
+
+def rows_of(df: pd.DataFrame):
+    out = []
+    for rec in df.to_dict("records"):
+        out.append({k: (None if (isinstance(v, float) and pd.isna(v)) or v is pd.NaT else
+                        (v.to_pydatetime() if isinstance(v, pd.Timestamp) else v))
+                    for k, v in rec.items()})
+    return out
+
+
+def expected_join(log, toml_text):
+    from interlace.pipeline import Pipeline
+
+    p = Pipeline.from_toml(toml_text)
+    want = oracle_join(p.join, log, left_columns=ORDERS.names, right_columns=PAYS.names)
+    return Counter(canonical_rows([o.row for o in want.rows]))
+
+
+def test_validate_accepts_the_examples_and_reports_errors(tmp_path):
+    repo = Path(__file__).resolve().parents[2]
+    for example in sorted((repo / "examples").glob("*.toml")):
+        proc = cli("validate", str(example), cwd=repo)
+        assert "ok" in proc.stdout
+    bad = tmp_path / "bad.toml"
+    bad.write_text(JOIN_TOML.replace('how = "left"', 'how = "left"\nbogus_key = 1'))
+    proc = cli("validate", str(bad), cwd=tmp_path, check=False)
+    assert proc.returncode == 2 and "bogus_key" in proc.stderr
+
+
+def test_run_join_pipeline_parquet_to_duckdb_equals_oracle(tmp_path):
+    log = join_log()
+    write_join_inputs(tmp_path, log)
+    (tmp_path / "p.toml").write_text(JOIN_TOML)
+    proc = cli("run", "p.toml", cwd=tmp_path)
+    assert "batch 0" in proc.stderr and "done:" in proc.stderr
+    got = rows_of(read_table(tmp_path / "out/result.duckdb", "joined"))
+    assert Counter(canonical_rows(got)) == expected_join(log, JOIN_TOML)
+    # A rerun from the checkpoint has nothing new to do and writes nothing twice.
+    cli("run", "p.toml", cwd=tmp_path)
+    assert Counter(canonical_rows(rows_of(read_table(tmp_path / "out/result.duckdb", "joined")))) \
+        == expected_join(log, JOIN_TOML)
+
+
+def test_sigkill_mid_stream_then_rerun_gives_exactly_the_uninterrupted_result(tmp_path):
+    log = join_log(n_batches=8)
+    write_join_inputs(tmp_path, log)
+    (tmp_path / "p.toml").write_text(JOIN_TOML)
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    proc = subprocess.Popen([*INTERLACE, "run", "p.toml"], cwd=tmp_path, env=env,
+                            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
+                            start_new_session=True)
+    seen = []
+    deadline = time.time() + 300
+    assert proc.stderr is not None
+    while time.time() < deadline:
+        line = proc.stderr.readline()
+        if not line:
+            break
+        seen.append(line)
+        if "batch 2:" in line:
+            break
+    # SIGKILL the whole process group (driver and JVM): no cleanup runs.
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=60)
+    assert any("batch 2:" in s for s in seen), "".join(seen)
+    cli("run", "p.toml", cwd=tmp_path)
+    got = rows_of(read_table(tmp_path / "out/result.duckdb", "joined"))
+    assert Counter(canonical_rows(got)) == expected_join(log, JOIN_TOML)
+
+
+WINDOW_TOML = """
+name = "clicks"
+
+[[sources]]
+name = "clicks"
+format = "{fmt}"
+path = "in/clicks"
+schema = "user STRING, page STRING, ts TIMESTAMP"
+event_time_column = "ts"
+{extra}
+
+[transform.window]
+kind = "tumbling"
+duration_ms = 10000
+lateness_ms = 1000
+group_by = ["user"]
+late_data = "reopen"
+allowed_lateness_ms = 20000
+max_groups_per_window = 1000
+key_groups = 2
+
+[[transform.window.aggregations]]
+agg = "count"
+as = "clicks"
+
+[[transform.window.aggregations]]
+agg = "count_distinct"
+column = "page"
+mode = "exact"
+max_distinct_values_per_group = 100
+as = "pages"
+
+[target]
+kind = "{target}"
+path = "{target_path}"
+
+[spark]
+checkpoint = "out/checkpoint"
+shuffle_partitions = 2
+"""
+
+CLICKS = [
+    [("a", "/x", 1), ("b", "/y", 2), ("a", "/y", 3)],
+    [("a", "/z", 12), ("b", "/x", 14)],
+    [("b", "/x", 25)],
+    [("a", "/q", 4), ("z", "/", 500)],   # a@4 is late (wm = 24 s): re-emits window [0, 10)
+]
+
+
+def clicks_log():
+    return [WindowBatch(rows=tuple({"user": u, "page": p, "ts": at(s)} for u, p, s in b)) for b in CLICKS]
+
+
+def write_clicks(root: Path, fmt: str):
+    folder = root / "in" / "clicks"
+    folder.mkdir(parents=True)
+    for i, batch in enumerate(CLICKS):
+        path = folder / f"{i:06d}.{fmt}"
+        if fmt == "json":
+            path.write_text("".join(json.dumps({"user": u, "page": p, "ts": at(s).isoformat() + "Z"}) + "\n"
+                                    for u, p, s in batch))
+        else:
+            path.write_text("".join(f"{u},{p},{at(s).isoformat()}Z\n" for u, p, s in batch))
+        os.utime(path, (1_700_000_000 + i, 1_700_000_000 + i))
+
+
+def expected_window(toml_text):
+    from interlace.pipeline import Pipeline
+
+    p = Pipeline.from_toml(toml_text)
+    want = oracle_window(p.window, clicks_log(), columns=["user", "page", "ts"])
+    return Counter(canonical_rows([o.row for o in want.rows]))
+
+
+def test_json_source_parquet_target_window_reopen_equals_oracle(tmp_path):
+    write_clicks(tmp_path, "json")
+    text = WINDOW_TOML.format(fmt="json", extra="", target="parquet", target_path="out/parquet")
+    (tmp_path / "w.toml").write_text(text)
+    cli("run", "w.toml", cwd=tmp_path)
+    df = pd.concat([pd.read_parquet(p) for p in sorted((tmp_path / "out/parquet").glob("*/*.parquet"))])
+    for c in ("window_start", "window_end"):
+        df[c] = pd.to_datetime(df[c]).dt.tz_localize(None) if getattr(df[c].dtype, "tz", None) is None \
+            else df[c].dt.tz_convert("UTC").dt.tz_localize(None)
+    got = Counter(canonical_rows(rows_of(df)))
+    want = expected_window(text)
+    assert got == want
+    assert any(r["revision"] == 1 for r in rows_of(df))
+
+
+def test_csv_source_console_target(tmp_path):
+    write_clicks(tmp_path, "csv")
+    text = WINDOW_TOML.format(fmt="csv", extra='options = { header = "false" }', target="console",
+                              target_path="unused")
+    (tmp_path / "w.toml").write_text(text.replace('path = "unused"\n', ""))
+    proc = cli("run", "w.toml", cwd=tmp_path)
+    assert "window_start" in proc.stdout and "clicks" in proc.stdout
+    assert "revision" in proc.stdout
+
+
+def test_duckdb_upsert_keeps_the_highest_revision(tmp_path):
+    write_clicks(tmp_path, "json")
+    text = WINDOW_TOML.format(fmt="json", extra="", target="duckdb", target_path="out/w.duckdb")
+    (tmp_path / "w.toml").write_text(text)
+    cli("run", "w.toml", cwd=tmp_path)
+    got = rows_of(read_table(tmp_path / "out/w.duckdb", "clicks"))
+    # One row per (window, user): the last revision of each window from the oracle.
+    from interlace.pipeline import Pipeline
+
+    spec = Pipeline.from_toml(text).window
+    want = oracle_window(spec, clicks_log(), columns=["user", "page", "ts"])
+    last = {}
+    for o in want.rows:
+        k = (o.row["window_start"], o.row["user"])
+        if k not in last or o.row["revision"] >= last[k]["revision"]:
+            last[k] = o.row
+    assert Counter(canonical_rows(got)) == Counter(canonical_rows(last.values()))
+
+
+def test_kafka_source_without_connector_is_a_clear_error(tmp_path):
+    text = """
+name = "k"
+[[sources]]
+name = "events"
+format = "kafka"
+options = { "kafka.bootstrap.servers" = "localhost:9", subscribe = "events" }
+[transform.window]
+kind = "tumbling"
+duration_ms = 1000
+event_time_column = "timestamp"
+max_groups_per_window = 10
+[[transform.window.aggregations]]
+agg = "count"
+as = "n"
+[target]
+kind = "console"
+"""
+    (tmp_path / "k.toml").write_text(text)
+    proc = cli("run", "k.toml", cwd=tmp_path, check=False)
+    assert proc.returncode == 2, proc.stderr
+    assert "spark-sql-kafka" in proc.stderr and "not on the classpath" in proc.stderr
+
+
+def test_metrics_endpoint_is_scraped_during_a_run_and_matches_the_oracle(spark, tmp_path):
+    from interlace.metrics import PipelineMetrics
+    from interlace.pipeline import Pipeline
+    from interlace.runner import run_pipeline
+
+    log = join_log()
+    write_join_inputs(tmp_path, log)
+    text = JOIN_TOML.replace('how = "left"', 'how = "left"\nlate_data = "drop"')
+    p = Pipeline.from_toml(text)
+    metrics = PipelineMetrics(p.name, "join")
+    port = _free_port()
+    scrapes: list[str] = []
+    stop = threading.Event()
+
+    def scrape():
+        while not stop.is_set():
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as r:
+                    scrapes.append(r.read().decode())
+            except OSError:
+                pass
+            time.sleep(0.2)
+
+    t = threading.Thread(target=scrape, daemon=True)
+    t.start()
+    try:
+        summary = run_pipeline(p, base=tmp_path, spark=spark, metrics=metrics, metrics_port=port,
+                               progress=None)
+    finally:
+        stop.set()
+        t.join(timeout=5)
+    assert scrapes, "the endpoint was never reachable during the run"
+    assert any("interlace_join_matches_total" in s for s in scrapes)
+    want = oracle_join(p.join, log, left_columns=ORDERS.names, right_columns=PAYS.names)
+    pairs = sum(1 for o in want.rows if o.row["right_order_id"] is not None)
+    unmatched = sum(1 for o in want.rows if o.row["right_order_id"] is None)
+
+    def value(name, **labels):
+        return metrics.registry.get_sample_value(name, {"pipeline": p.name, **labels}) or 0
+
+    assert value("interlace_join_matches_total") == pairs
+    assert value("interlace_join_unmatched_emitted_total", side="left") == unmatched
+    assert value("interlace_output_rows_total") == pairs + unmatched == summary.output_rows
+    assert value("interlace_batches_total") == len(want.spark_watermarks_ms)
+    last = [s for s in scrapes if "interlace_batches_total" in s][-1]
+    scraped = _sample(last, "interlace_join_matches_total")
+    assert 0 <= scraped <= pairs
+    assert value("interlace_watermark_seconds", source="orders") > 0
+
+
+def _sample(text, name):
+    for line in text.splitlines():
+        if line.startswith(name + "{") or line.startswith(name + " "):
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
+def _free_port():
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
