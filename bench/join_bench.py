@@ -250,10 +250,22 @@ class RunResult:
     progress: list[dict[str, Any]]
     cpu: dict[str, float] = dataclasses.field(default_factory=dict)
     all_seconds: list[float] = dataclasses.field(default_factory=list)
+    all_own_cpu: list[float] = dataclasses.field(default_factory=list)
 
     @property
     def rows_per_s(self) -> float:
         return self.input_rows / self.seconds
+
+    @property
+    def own_cpu(self) -> float:
+        """CPU seconds of the benchmark's processes (JVM, Python workers, driver) in this run."""
+        return sum(v for k, v in self.cpu.items() if k != "outside")
+
+    @property
+    def rows_per_cpu_s(self) -> float:
+        """Input rows per CPU-second of the benchmark's processes (median over repeats)."""
+        cpus = sorted(self.all_own_cpu or [self.own_cpu])
+        return self.input_rows / max(cpus[len(cpus) // 2], 1e-9)
 
     def _state(self, p: dict[str, Any]) -> dict[str, Any]:
         ops = p.get("stateOperators") or []
@@ -382,8 +394,10 @@ def run_query(spark: Any, root: Path, w: Workload, engine: str, key_groups: int 
               input_rows: int, ckpt_root: Path, variant: str = "baseline",
               jfr_dir: Path | None = None) -> RunResult:
     left, right = read_side(spark, root, "left"), read_side(spark, root, "right")
-    if engine == "interlace":
+    if engine.startswith("interlace"):
         assert key_groups is not None
+        if ":" in engine:
+            variant = engine.split(":", 1)[1]
         out = build_interlace(left, right, w, key_groups, variant)
     else:
         out = build_native(left, right, w)
@@ -400,6 +414,9 @@ def run_query(spark: Any, root: Path, w: Workload, engine: str, key_groups: int 
     jvm = _jvm_pid() if jfr_dir else None
     if jfr_dir and jvm:
         _jcmd(jvm, "JFR.start", "name=bench", "settings=profile")
+    timing_dir = Path(os.environ.setdefault(
+        "INTERLACE_BENCH_TIMING_DIR", str(ckpt_root.parent / "timing")))
+    shutil.rmtree(timing_dir, ignore_errors=True)
     gc.collect()
     cpu0 = cpu_snapshot()
     t0 = time.perf_counter()
@@ -408,6 +425,13 @@ def run_query(spark: Any, root: Path, w: Workload, engine: str, key_groups: int 
     query.awaitTermination()
     seconds = time.perf_counter() - t0
     cpu = cpu_delta(cpu0, cpu_snapshot())
+    if timing_dir.exists():  # variant "timed": CPU inside JoinFunction.__call__, per call
+        calls = [line.split() for f in timing_dir.glob("*.txt") for line in f.read_text().splitlines()]
+        timed = {"join_function": sum(float(c[0]) for c in calls),
+                 "input_frames": sum(float(c[4]) for c in calls)}
+        print(f"[timed] {len(calls)} calls: JoinFunction {timed['join_function']:.2f} CPU-s, "
+              f"materialising PySpark's input frames {timed['input_frames']:.2f} CPU-s, "
+              f"Python workers in total {cpu.get('python_workers', 0):.2f} CPU-s", flush=True)
     if jfr_dir and jvm:
         jfr_dir.mkdir(parents=True, exist_ok=True)
         target = jfr_dir / f"{engine}-{w.name}-kg{key_groups}-{time.time_ns()}.jfr"
@@ -489,9 +513,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=None,
                     help="runs per cell, engines interleaved; the fastest is reported (3; quick: 1)")
     ap.add_argument("--seed", type=int, default=20260302)
+    ap.add_argument("--compare-variants", default="",
+                    help="comma list of extra shim variants run beside interlace, e.g. fastconv")
     ap.add_argument("--jfr", default=None,
                     help="folder: record a Java Flight Recording of the JVM per run (jcmd)")
-    ap.add_argument("--variant", default="baseline", choices=["baseline", "fastconv"],
+    ap.add_argument("--variant", default="baseline", choices=["baseline", "fastconv", "timed"],
                     help="interlace shim variant (bench/join_variants.py; default: unchanged)")
     ap.add_argument("--out", default=None, help="results file (default bench/results/join-<date>.md)")
     ap.add_argument("--workdir", default=None, help="where inputs and checkpoints go (tmp)")
@@ -507,6 +533,7 @@ def main(argv: list[str] | None = None) -> int:
     batches = args.batches or (2 if args.quick else 4)
     key_groups = args.key_groups or DEFAULT_KEY_GROUPS
     args.repeat = args.repeat or (1 if args.quick else 3)
+    extra_variants = [v for v in args.compare_variants.split(",") if v.strip()]
     sweep = [int(x) for x in args.sweep.split(",") if x.strip()]
     if args.quick:
         sweep = [x for x in sweep if x in (8, key_groups)] or sweep[:1]
@@ -573,11 +600,13 @@ def main(argv: list[str] | None = None) -> int:
             if key in checks and checks[key] != (r.out_rows, r.checksum):
                 failures.append(f"{name}/{engine}/kg={kg}: output differs between repeats")
             checks[key] = (r.out_rows, r.checksum)
+            r.all_own_cpu = [r.own_cpu]
             prev = results.get(key)
             if prev is not None:
                 r.all_seconds = prev.all_seconds + r.all_seconds
+                r.all_own_cpu = prev.all_own_cpu + r.all_own_cpu
                 if prev.seconds <= r.seconds:
-                    prev.all_seconds = r.all_seconds
+                    prev.all_seconds, prev.all_own_cpu = r.all_seconds, r.all_own_cpu
                     return prev
             results[key] = r
             return r
@@ -588,6 +617,8 @@ def main(argv: list[str] | None = None) -> int:
             for name in compare:
                 run(name, "native", None)
                 run(name, "interlace", key_groups)
+                for v in extra_variants:
+                    run(name, f"interlace:{v}", key_groups)
             for kg in sweep:
                 if "b" not in compare or kg != key_groups:
                     run("b", "interlace", kg)
@@ -602,9 +633,9 @@ def main(argv: list[str] | None = None) -> int:
                     f"{pct_checksum(il.checksum)}")
         for (name, engine, kg), r in results.items():
             ref = results.get((name, "native", None))
-            if engine == "interlace" and ref and (r.out_rows, r.checksum) != (
+            if engine.startswith("interlace") and ref and (r.out_rows, r.checksum) != (
                     ref.out_rows, ref.checksum):
-                msg = f"{name}/interlace kg={kg}: differs from native"
+                msg = f"{name}/{engine} kg={kg}: differs from native"
                 if msg not in failures:
                     failures.append(msg)
 
@@ -614,7 +645,12 @@ def main(argv: list[str] | None = None) -> int:
         print(report)
         out_path.parent.mkdir(parents=True, exist_ok=True)
         out_path.write_text(report)
-        print(f"[written] {out_path}")
+        raw = [{**{k: v for k, v in dataclasses.asdict(r).items() if k != "progress"},
+                "last_data_state": r.last_data_state, "last_state": r.last_state,
+                "durations": [p.get("durationMs", {}) for p in r.progress]}
+               for r in results.values()]
+        out_path.with_suffix(".json").write_text(json.dumps(raw, indent=1))
+        print(f"[written] {out_path} (+ .json with every run)")
         spark.stop()
         if failures:
             print("FAILED:\n  " + "\n  ".join(failures), file=sys.stderr)
@@ -655,9 +691,15 @@ def render(args: Any, results: dict[tuple[str, str, int | None], RunResult],
         "",
         "## Throughput (input rows of both sides / query wall time)",
         "",
+        "rows/s: fastest run. rows/CPU-s: input rows per CPU-second used by the benchmark's own "
+        "processes (JVM + Python workers + driver; median over runs), which other load on the "
+        "machine disturbs much less than wall time; on an idle 2-core machine rows/s is at most "
+        "2 x rows/CPU-s.",
+        "",
         "| workload | W / L (ms) | output rows | left rows matched | native rows/s | "
-        "interlace rows/s | interlace / native | outputs identical |",
-        "|---|---|---:|---:|---:|---:|---:|---|",
+        "interlace rows/s | interlace / native | native rows/CPU-s | interlace rows/CPU-s | "
+        "interlace / native (CPU) | outputs identical |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for name in [c for c in args.workloads if c in WORKLOADS]:
         nat, il = results[(name, "native", None)], results[(name, "interlace", key_groups)]
@@ -668,7 +710,26 @@ def render(args: Any, results: dict[tuple[str, str, int | None], RunResult],
             f"| ({name}) {w.label} | {w.window_ms:,} / {w.lateness_ms:,} | {o['pairs']:,} | "
             f"{o['left_matched'] / o['left_rows']:.0%} | {fmt_int(nat.rows_per_s)} | "
             f"{fmt_int(il.rows_per_s)} | **{il.rows_per_s / nat.rows_per_s:.2f}x** | "
+            f"{fmt_int(nat.rows_per_cpu_s)} | {fmt_int(il.rows_per_cpu_s)} | "
+            f"**{il.rows_per_cpu_s / nat.rows_per_cpu_s:.2f}x** | "
             f"{'yes' if same else '**NO**'} (`{pct_checksum(il.checksum)}`) |")
+    variant_keys = [k for k in results if ":" in k[1]]
+    if variant_keys:
+        lines += [
+            "", "### Shim variants (bench/join_variants.py), same run, interleaved", "",
+            "| workload | engine | rows/s | vs native | rows/CPU-s | vs native (CPU) | "
+            "vs interlace (CPU) | outputs identical |",
+            "|---|---|---:|---:|---:|---:|---:|---|",
+        ]
+        for name, engine, kg in variant_keys:
+            r = results[(name, engine, kg)]
+            nat, il = results[(name, "native", None)], results[(name, "interlace", kg)]
+            same = (r.out_rows, r.checksum) == (nat.out_rows, nat.checksum)
+            lines.append(
+                f"| ({name}) | {engine} | {fmt_int(r.rows_per_s)} | "
+                f"{r.rows_per_s / nat.rows_per_s:.2f}x | {fmt_int(r.rows_per_cpu_s)} | "
+                f"{r.rows_per_cpu_s / nat.rows_per_cpu_s:.2f}x | "
+                f"{r.rows_per_cpu_s / il.rows_per_cpu_s:.2f}x | {'yes' if same else '**NO**'} |")
     lines += [
         "",
         "\"outputs identical\": same row count and same order-independent checksum in both "
@@ -708,9 +769,9 @@ def render(args: Any, results: dict[tuple[str, str, int | None], RunResult],
             "",
             f"## key_groups sweep (workload (b) {datasets['b'].workload.label})",
             "",
-            "| key_groups | interlace rows/s | vs native | state bytes (last data batch) | "
-            "bytes / key group | outputs identical |",
-            "|---:|---:|---:|---:|---:|---|",
+            "| key_groups | interlace rows/s | vs native | interlace rows/CPU-s | vs native (CPU) | "
+            "state bytes (last data batch) | bytes / key group | outputs identical |",
+            "|---:|---:|---:|---:|---:|---:|---:|---|",
         ]
         for kg in sweep:
             r = results[("b", "interlace", kg)]
@@ -719,11 +780,15 @@ def render(args: Any, results: dict[tuple[str, str, int | None], RunResult],
             lines.append(
                 f"| {kg} | {fmt_int(r.rows_per_s)} | "
                 f"{(r.rows_per_s / nat.rows_per_s) if nat else float('nan'):.2f}x | "
+                f"{fmt_int(r.rows_per_cpu_s)} | "
+                f"{(r.rows_per_cpu_s / nat.rows_per_cpu_s) if nat else float('nan'):.2f}x | "
                 f"{fmt_bytes(st['memoryUsedBytes'])} | "
                 f"{st['memoryUsedBytes'] / max(st['numRowsTotal'], 1):,.0f} | "
                 f"{'yes' if same else '**NO**'} |")
         best = max(sweep, key=lambda kg: results[("b", "interlace", kg)].rows_per_s)
-        lines += ["", f"Fastest in this run: key_groups={best}."]
+        best_cpu = max(sweep, key=lambda kg: results[("b", "interlace", kg)].rows_per_cpu_s)
+        lines += ["", f"Fastest in this run: key_groups={best} (wall), key_groups={best_cpu} "
+                  "(CPU)."]
     lines += [
         "", "## All runs", "",
         "Wall times of every run (s); for the fastest run, the CPU seconds used by Spark's JVM, "
@@ -731,14 +796,15 @@ def render(args: Any, results: dict[tuple[str, str, int | None], RunResult],
         "(py4j, foreachBatch) and by processes outside the benchmark (other users of the "
         "machine; from /proc). 2 cores give at most 2 CPU-s per wall second; outside load "
         "makes a run slower than the machine allows.", "",
-        "| workload | engine | key_groups | wall times (s) | JVM CPU-s | Python workers CPU-s | "
-        "driver CPU-s | outside CPU-s (avg cores) |",
-        "|---|---|---:|---|---:|---:|---:|---:|",
+        "| workload | engine | key_groups | wall times (s) | own CPU-s per run | JVM CPU-s | "
+        "Python workers CPU-s | driver CPU-s | outside CPU-s (avg cores) |",
+        "|---|---|---:|---|---|---:|---:|---:|---:|",
     ]
     for (name, engine, kg), r in results.items():
         c = r.cpu
         lines.append(f"| ({name}) | {engine} | {'' if kg is None else kg} | "
-                     f"{', '.join(f'{x:.1f}' for x in r.all_seconds)} | {c.get('jvm', 0):.1f} | "
+                     f"{', '.join(f'{x:.1f}' for x in r.all_seconds)} | "
+                     f"{', '.join(f'{x:.1f}' for x in r.all_own_cpu)} | {c.get('jvm', 0):.1f} | "
                      f"{c.get('python_workers', 0):.1f} | {c.get('driver', 0):.1f} | "
                      f"{c.get('outside', 0):.1f} ({r.foreign:.2f}) |")
     lines += ["", "## Per-batch timings of the fastest run "

@@ -124,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--chunk", type=int, default=10_000, help="arrow.maxRecordsPerBatch")
     ap.add_argument("--cprofile", type=int, default=0, help="print the top N functions (cumtime)")
     ap.add_argument("--seed", type=int, default=20260302)
-    ap.add_argument("--variant", default="baseline", choices=["baseline", "fastconv"],
+    ap.add_argument("--variant", default="baseline", choices=["baseline", "fastconv", "timed"],
                     help="see bench/join_variants.py")
     ap.add_argument("--arrow-threads", type=int, default=0, help="pa.set_cpu_count (0: default)")
     args = ap.parse_args(argv)
@@ -157,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
     blob_bytes: list[int] = []
 
     # Wrap the JoinFunction pieces to time them (module globals are looked up at call time).
-    mod: Any = J if args.variant == "baseline" else join_variants
+    mod: Any = join_variants if args.variant == "fastconv" else J
     names = {"frames_to_table": "frames_to_table", "decode_join_state": "decode_join_state",
              "step": "step", "encode_join_state": "encode_join_state",
              "table_to_pandas": "table_to_pandas"}

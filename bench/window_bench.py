@@ -267,6 +267,33 @@ def build_interlace(src: Any, w: Workload, key_groups: int) -> Any:
     return window_aggregate(src, window_spec(w, key_groups)).select(*OUT_COLUMNS)
 
 
+class FloorFunction:
+    """A no-op ``applyInPandasWithState`` function: reads every frame, keeps an 8-byte state.
+
+    Run on interlace's prepared input and key groups, it measures what Spark's stateful pandas
+    path costs before interlace does any work (the floor under interlace's throughput).
+    """
+
+    def __call__(self, key: Any, frames: Any, state: Any) -> Any:
+        for _ in frames:
+            pass
+        state.update((b"\0" * 8,))
+        state.setTimeoutTimestamp(max(int(state.getCurrentWatermarkMs()), 1) + 10**12)
+        return iter(())
+
+
+def build_floor(src: Any, w: Workload, key_groups: int) -> Any:
+    from interlace import prepare_window
+
+    if __name__ != "__main__":  # workers cannot import bench/: ship this module by value
+        from pyspark import cloudpickle
+
+        cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    op = prepare_window(src, window_spec(w, key_groups))
+    return op.prepared.groupBy(*op.group_columns).applyInPandasWithState(
+        FloorFunction(), op.output_schema, op.state_schema, op.output_mode, op.timeout_conf)
+
+
 def build_native(src: Any, w: Workload, rsd: float | None) -> Any:
     from pyspark.sql import functions as F
 
@@ -338,7 +365,12 @@ class RunResult:
 def run_query(spark: Any, root: Path, w: Workload, engine: str, key_groups: int,
               rsd: float | None, input_rows: int, ckpt_root: Path, collect: bool) -> RunResult:
     src = spark.readStream.schema(spark_schema()).option("maxFilesPerTrigger", 1).parquet(str(root))
-    out = build_interlace(src, w, key_groups) if engine == "interlace" else build_native(src, w, rsd)
+    if engine == "interlace":
+        out = build_interlace(src, w, key_groups)
+    elif engine == "floor":
+        out = build_floor(src, w, key_groups)
+    else:
+        out = build_native(src, w, rsd)
     acc: dict[str, Any] = {"n": 0, "s": 0, "frames": []}
 
     def sink(df: Any, batch_id: int) -> None:
@@ -610,6 +642,9 @@ def blob_size(w: Workload, data: Data, key_groups: int) -> BlobSize:
 # ----------------------------------------------------------------------------------------------
 
 
+Cell = tuple[str, str, "int | None"]  # (workload, engine, key_groups; None for native)
+
+
 def pct_checksum(x: int) -> str:
     return f"{x % 2**64:016x}"
 
@@ -629,6 +664,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=None,
                     help="timed runs per cell after the verification run (3; quick: 0, "
                          "the verification run is timed instead)")
+    ap.add_argument("--sweep", default="8",
+                    help="more interlace key_groups to time (comma-separated; '' for none)")
+    ap.add_argument("--no-floor", dest="floor", action="store_false",
+                    help="skip the no-op applyInPandasWithState runs (the floor)")
     ap.add_argument("--profile", action="store_true", help="cProfile the hot path")
     ap.add_argument("--no-spark", action="store_true", help="only the Spark-free measurements")
     ap.add_argument("--seed", type=int, default=20260302)
@@ -644,6 +683,9 @@ def main(argv: list[str] | None = None) -> int:
     batches = args.batches or (1 if args.quick else 4)
     key_groups = args.key_groups or DEFAULT_KEY_GROUPS
     repeat = args.repeat if args.repeat is not None else (0 if args.quick else 3)
+    sweep = [int(x) for x in args.sweep.split(",") if x.strip()]
+    if args.quick:
+        sweep, args.floor = [], False
     names = [n.strip() for n in args.workloads.split(",") if n.strip()]
     unknown = [n for n in names if n not in WORKLOADS]
     if unknown:
@@ -668,18 +710,21 @@ def main(argv: list[str] | None = None) -> int:
                   f"the last full batch: {held[n]:,}", flush=True)
 
         # Spark-free measurements first (no JVM competing for the cores).
-        hp = hot_path(data, key_groups, 1 if args.quick else 5, args.profile)
-        print(f"[hot path] step_window tumbling, {hp.rows:,} rows: one call {hp.one_call_ns:,.0f} "
-              f"ns/row; {key_groups} key-group calls {hp.per_group_step_ns:,.0f} ns/row "
-              f"(+ decode/encode: {hp.per_group_full_ns:,.0f} ns/row)", flush=True)
-        if hp.profile:
-            print(hp.profile, flush=True)
+        hps = [hot_path(data, kg, 1 if args.quick else 5, args.profile and kg == key_groups)
+               for kg in dict.fromkeys([key_groups, *sweep])]
+        for hp in hps:
+            print(f"[hot path] step_window tumbling, {hp.rows:,} rows: one call "
+                  f"{hp.one_call_ns:,.0f} ns/row; {hp.key_groups} key-group calls "
+                  f"{hp.per_group_step_ns:,.0f} ns/row (+ decode/encode: "
+                  f"{hp.per_group_full_ns:,.0f} ns/row)", flush=True)
+            if hp.profile:
+                print(hp.profile, flush=True)
         blobs = {n: blob_size(WORKLOADS[n], data, key_groups) for n in names}
         for n, b in blobs.items():
             print(f"[blob] {n}: key group 0 holds {b.slots:,} slots in {b.blob_bytes:,} B "
                   f"= {b.blob_bytes / max(b.slots, 1):,.0f} B/slot", flush=True)
 
-        results: dict[tuple[str, str], RunResult] = {}
+        results: dict[Cell, RunResult] = {}
         agreements: dict[tuple[str, str], Agreement] = {}
         if not args.no_spark:
             from interlace import local_session
@@ -714,23 +759,28 @@ def main(argv: list[str] | None = None) -> int:
                              f"{n}: interlace vs native")
                 agreements[(n, "both")] = ag
                 failures += ag.problems
-            checks: dict[tuple[str, str], tuple[int, int]] = {}
+            checks: dict[Cell, tuple[int, int]] = {}
+            cells: list[tuple[str, int | None]] = [("native", None), ("interlace", key_groups)]
+            cells += [("interlace", kg) for kg in sweep if kg != key_groups]
+            if args.floor:
+                cells += [("floor", kg) for kg in dict.fromkeys([key_groups, *sweep])]
             for _ in range(repeat):
                 for n in names:
-                    for engine in ("native", "interlace"):
-                        key = (n, engine)
+                    for engine, kg in cells:  # engines interleaved: outside load hits all alike
+                        key = (n, engine, kg)
                         if key in results and results[key].seconds > LONG_RUN_S:
                             continue
-                        r = run_query(spark, work / "in", WORKLOADS[n], engine, key_groups,
+                        r = run_query(spark, work / "in", WORKLOADS[n], engine, kg or key_groups,
                                       args.native_rsd, data.input_rows, ckpt_root, collect=False)
-                        print(f"[run] {n} {engine:9s}: {r.rows_per_s:,.0f} rows/s ({r.seconds:.1f} s,"
-                              f" other load {r.foreign:.2f} cores), out={r.out_rows:,} "
-                              f"checksum={pct_checksum(r.checksum)}", flush=True)
-                        if r.out_rows != len(oracles[n]):
-                            failures.append(f"{n}/{engine}: {r.out_rows} rows, oracle "
-                                            f"{len(oracles[n])}")
+                        print(f"[run] {n} {engine:9s} kg={kg}: {r.rows_per_s:,.0f} rows/s "
+                              f"({r.seconds:.1f} s, other load {r.foreign:.2f} cores), "
+                              f"out={r.out_rows:,} checksum={pct_checksum(r.checksum)}", flush=True)
+                        want = 0 if engine == "floor" else len(oracles[n])
+                        if r.out_rows != want:
+                            failures.append(f"{n}/{engine}/kg={kg}: {r.out_rows} rows, expected "
+                                            f"{want}")
                         if key in checks and checks[key] != (r.out_rows, r.checksum):
-                            failures.append(f"{n}/{engine}: output differs between repeats")
+                            failures.append(f"{n}/{engine}/kg={kg}: output differs between repeats")
                         checks[key] = (r.out_rows, r.checksum)
                         prev = results.get(key)
                         if prev is not None:
@@ -741,15 +791,19 @@ def main(argv: list[str] | None = None) -> int:
                         results[key] = r
             for n in names:
                 if repeat == 0:
-                    results[(n, "native")] = verify[(n, "native")]
-                    results[(n, "interlace")] = verify[(n, "interlace")]
-                elif checks[(n, "native")] != checks[(n, "interlace")]:
-                    failures.append(f"{n}: timed runs differ: native {checks[(n, 'native')]}, "
-                                    f"interlace {checks[(n, 'interlace')]}")
+                    results[(n, "native", None)] = verify[(n, "native")]
+                    results[(n, "interlace", key_groups)] = verify[(n, "interlace")]
+                    continue
+                for engine, kg in cells:
+                    if engine == "interlace" and checks[(n, engine, kg)] != checks[
+                            (n, "native", None)]:
+                        failures.append(f"{n}: timed runs differ: native "
+                                        f"{checks[(n, 'native', None)]}, interlace kg={kg} "
+                                        f"{checks[(n, engine, kg)]}")
             spark.stop()
 
-        report = render(args, command, names, data, rows, keys, batches, key_groups, repeat,
-                        results, agreements, oracles, held, hp, blobs, failures,
+        report = render(args, command, names, data, rows, keys, batches, key_groups, sweep, repeat,
+                        results, agreements, oracles, held, hps, blobs, failures,
                         time.perf_counter() - t_start)
         print()
         print(report)
@@ -766,10 +820,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def render(args: Any, command: str, names: list[str], data: Data, rows: int, keys: int,
-           batches: int, key_groups: int, repeat: int, results: dict[tuple[str, str], RunResult],
-           agreements: dict[tuple[str, str], Agreement], oracles: dict[str, pd.DataFrame],
-           held: dict[str, int], hp: HotPath, blobs: dict[str, BlobSize], failures: list[str],
-           total_s: float) -> str:
+           batches: int, key_groups: int, sweep: list[int], repeat: int,
+           results: dict[Cell, RunResult], agreements: dict[tuple[str, str], Agreement],
+           oracles: dict[str, pd.DataFrame], held: dict[str, int], hps: list[HotPath],
+           blobs: dict[str, BlobSize], failures: list[str], total_s: float) -> str:
     v = versions()
     rsd = "0.05 (default)" if args.native_rsd is None else f"{args.native_rsd:g}"
     lines = [
@@ -795,14 +849,14 @@ def render(args: Any, command: str, names: list[str], data: Data, rows: int, key
         "distinct = HyperLogLog p=14; native: `groupBy(window(...)|session_window(...), k).agg(...)`"
         f" in append mode, `approx_count_distinct(u)` rsd={rsd}",
         f"- runs per cell: 1 verification run (output collected, not timed) + {repeat} timed "
-        "(engines interleaved, the fastest reported, all listed below)"
+        "(all cells of a workload interleaved, the fastest run reported, all listed below)"
         + (" — --quick: the verification run is the timed one" if repeat == 0 else ""),
         f"- wall time of the whole script: {total_s:.0f} s",
         "",
     ]
     if results:
         lines += [
-            "## Throughput (input rows / query wall time)", "",
+            f"## Throughput (input rows / query wall time), key_groups={key_groups}", "",
             "| workload | output rows | native rows/s | interlace rows/s | interlace / native | "
             "target | issue author's native rows/s | rows / CPU-s: native, interlace (ratio) | "
             "other load (cores) | outputs agree |",
@@ -810,7 +864,7 @@ def render(args: Any, command: str, names: list[str], data: Data, rows: int, key
         ]
         for n in names:
             w = WORKLOADS[n]
-            nat, il = results[(n, "native")], results[(n, "interlace")]
+            nat, il = results[(n, "native", None)], results[(n, "interlace", key_groups)]
             ratio = il.rows_per_s / nat.rows_per_s
             ok = all(not agreements[(n, e)].problems for e in ("native", "interlace", "both"))
             ok = ok and nat.out_rows == il.out_rows == len(oracles[n]) and (
@@ -830,7 +884,35 @@ def render(args: Any, command: str, names: list[str], data: Data, rows: int, key
             "in every timed run both engines give the oracle's row count and the same checksum "
             "(xxhash64 over window, key, count, sum, min, max, round(avg, 6)).",
             "",
-            "## Correctness detail (verification runs)", "",
+            "rows / CPU-s: input rows per CPU second used by the benchmark's own processes (Spark's "
+            "JVM, the Python workers, the driver), from /proc: less sensitive than wall time to "
+            "other load on the machine (\"other load\": average cores used by other processes "
+            "during the native and the interlace run).",
+        ]
+        extra = [k for k in results if k[1] != "native" and k != (k[0], "interlace", key_groups)]
+        if extra:
+            lines += [
+                "", "## Other key_groups, and the applyInPandasWithState floor", "",
+                "\"floor\": a no-op function (reads every frame, keeps an 8-byte state, emits "
+                "nothing) on interlace's prepared input and key groups: what Spark's stateful "
+                "pandas path costs before interlace does any work.", "",
+                "| workload | engine | key_groups | rows/s | vs native | rows / CPU-s | vs native | "
+                "JVM CPU-s | Python workers CPU-s | other load (cores) |",
+                "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+            ]
+            for n in names:
+                nat = results[(n, "native", None)]
+                for key in [(n, "native", None), (n, "interlace", key_groups)] + [
+                        k for k in extra if k[0] == n]:
+                    r = results[key]
+                    lines.append(
+                        f"| {WORKLOADS[n].label} | {key[1]} | {'' if key[2] is None else key[2]} | "
+                        f"{fmt_int(r.rows_per_s)} | {r.rows_per_s / nat.rows_per_s:.2f}x | "
+                        f"{fmt_int(r.rows_per_cpu_s)} | {r.rows_per_cpu_s / nat.rows_per_cpu_s:.2f}x"
+                        f" | {r.cpu.get('jvm', 0):.1f} | {r.cpu.get('python_workers', 0):.1f} | "
+                        f"{r.foreign:.2f} |")
+        lines += [
+            "", "## Correctness detail (verification runs)", "",
             "| workload | comparison | rows | count/sum/min/max/avg | distinct: mean rel. error | "
             "distinct: max abs. error |",
             "|---|---|---:|---|---:|---:|",
@@ -849,9 +931,8 @@ def render(args: Any, command: str, names: list[str], data: Data, rows: int, key
             "|---|---|---:|---:|---:|---:|",
         ]
         for n in names:
-            for engine in ("native", "interlace"):
-                r = results[(n, engine)]
-                _, st = r.last_full_batch(rows)
+            for engine, kg in (("native", None), ("interlace", key_groups)):
+                _, st = results[(n, engine, kg)].last_full_batch(rows)
                 lines.append(f"| {WORKLOADS[n].label} | {engine} | {fmt_bytes(st['memoryUsedBytes'])}"
                              f" | {st['numRowsTotal']:,} | {held[n]:,} | "
                              f"{st['memoryUsedBytes'] / max(held[n], 1):,.0f} |")
@@ -863,38 +944,43 @@ def render(args: Any, command: str, names: list[str], data: Data, rows: int, key
             "same for both engines. memoryUsedBytes is Spark's estimate of the state store's "
             "in-memory map (the HDFS-backed provider keeps the maps of recent versions too).",
         ]
+    parts = next(iter(blobs.values())).parts
     lines += [
         "", "## Encoded state per slot (one key group, without Spark)", "",
         f"Key group 0 of {key_groups} (keys with `k % {key_groups} == 0`) run through "
         "`step_window` with Spark's watermarks; its `WindowState.encode` after the last full "
-        "micro-batch.", "",
+        "micro-batch. Per-part columns: bytes per slot of each part's msgpack encoding.", "",
         "| workload | slots | blob bytes | bytes / slot | HLL sparse entries / slot | "
-        "dense HLL sketches | " + " | ".join(next(iter(blobs.values())).parts) + " |",
-        "|---|---:|---:|---:|---:|---:|" + "---:|" * len(next(iter(blobs.values())).parts),
+        "dense HLL sketches | " + " | ".join(parts) + " |",
+        "|---|---:|---:|---:|---:|---:|" + "---:|" * len(parts),
     ]
     for n, b in blobs.items():
         s = max(b.slots, 1)
         lines.append(f"| {WORKLOADS[n].label} | {b.slots:,} | {b.blob_bytes:,} | "
                      f"{b.blob_bytes / s:,.0f} | {b.sparse_entries / s:.1f} | {b.dense_sketches} | "
                      + " | ".join(f"{x / s:,.1f}" for x in b.parts.values()) + " |")
+    hp0 = hps[0]
     lines += [
-        "", "(per-part columns: bytes per slot of each part's msgpack encoding)",
         "", "## Hot path: `step_window` without Spark", "",
-        f"Tumbling 1 min, 6 aggregations, micro-batch {data.data_batches} ({hp.rows:,} rows, "
+        f"Tumbling 1 min, 6 aggregations, micro-batch {data.data_batches} ({hp0.rows:,} rows, "
         f"{keys:,} keys) on the state left by the micro-batches before it, with Spark's "
-        f"watermark (the call emits {hp.out_rows:,} windows and keeps {hp.slots_after:,} slots); "
+        f"watermark (the call emits {hp0.out_rows:,} windows and keeps {hp0.slots_after:,} "
+        "slots); CPU time (`time.process_time`, so other load on the machine matters little), "
         "best of 5. For comparison, seed 001's Rust hot path: ~80 ns/row.", "",
         "| how | ns / row |", "|---|---:|",
-        f"| one call, all {keys:,} keys in one state | {hp.one_call_ns:,.0f} |",
-        f"| {hp.key_groups} calls (one per key group, as Spark makes them): step_window | "
-        f"{hp.per_group_step_ns:,.0f} |",
-        f"| {hp.key_groups} calls: blob decode | {hp.decode_ns:,.0f} |",
-        f"| {hp.key_groups} calls: blob encode | {hp.encode_ns:,.0f} |",
-        f"| {hp.key_groups} calls: decode + step_window + encode | {hp.per_group_full_ns:,.0f} |",
+        f"| one call, all {keys:,} keys in one state | {hp0.one_call_ns:,.0f} |",
     ]
-    if hp.profile:
-        lines += ["", f"cProfile of the {hp.key_groups} step_window calls (sorted by own time):",
-                  "", "```", hp.profile, "```"]
+    for hp in hps:
+        lines += [
+            f"| {hp.key_groups} calls (one per key group, as Spark makes them): step_window | "
+            f"{hp.per_group_step_ns:,.0f} |",
+            f"| {hp.key_groups} calls: blob decode + encode | {hp.decode_ns + hp.encode_ns:,.0f} |",
+            f"| {hp.key_groups} calls: decode + step_window + encode | "
+            f"{hp.per_group_full_ns:,.0f} |",
+        ]
+    if hp0.profile:
+        lines += ["", f"cProfile (CPU time) of the {hp0.key_groups} step_window calls, sorted by "
+                  "own time:", "", "```", hp0.profile, "```"]
     if results:
         lines += [
             "", "## All runs", "",
@@ -902,24 +988,25 @@ def render(args: Any, command: str, names: list[str], data: Data, rows: int, key
             "of PySpark's Python workers (interlace's step runs there), of the driver and of "
             "processes outside the benchmark (from /proc; 2 cores give at most 2 CPU-s per "
             "wall second).", "",
-            "| workload | engine | wall times (s) | JVM CPU-s | Python workers CPU-s | driver CPU-s "
-            "| outside CPU-s (avg cores) | dropped by watermark |",
-            "|---|---|---|---:|---:|---:|---:|---:|",
+            "| workload | engine | key_groups | wall times (s) | JVM CPU-s | Python workers CPU-s | "
+            "driver CPU-s | outside CPU-s (avg cores) | dropped by watermark |",
+            "|---|---|---:|---|---:|---:|---:|---:|---:|",
         ]
-        for (n, engine), r in results.items():
+        for (n, engine, kg), r in results.items():
             c = r.cpu
-            lines.append(f"| {WORKLOADS[n].label} | {engine} | "
+            lines.append(f"| {WORKLOADS[n].label} | {engine} | {'' if kg is None else kg} | "
                          f"{', '.join(f'{x:.1f}' for x in r.all_seconds)} | {c.get('jvm', 0):.1f} | "
                          f"{c.get('python_workers', 0):.1f} | {c.get('driver', 0):.1f} | "
                          f"{c.get('outside', 0):.1f} ({r.foreign:.2f}) | {r.dropped} |")
         lines += ["", "Per-batch timings of the fastest run (ms: triggerExecution / addBatch):", ""]
-        for (n, engine), r in results.items():
-            parts = []
+        for (n, engine, kg), r in results.items():
+            cells = []
             for p in r.progress:
                 d = p.get("durationMs", {})
-                parts.append(f"{d.get('triggerExecution', 0)}/{d.get('addBatch', 0)}"
+                cells.append(f"{d.get('triggerExecution', 0)}/{d.get('addBatch', 0)}"
                              + ("" if int(p.get("numInputRows", 0)) else "(no data)"))
-            lines.append(f"- {WORKLOADS[n].label} {engine}: " + ", ".join(parts))
+            lines.append(f"- {WORKLOADS[n].label} {engine}{'' if kg is None else f' kg={kg}'}: "
+                         + ", ".join(cells))
     if failures:
         lines += ["", "## FAILURES", ""] + [f"- {f}" for f in failures]
     return "\n".join(lines) + "\n"

@@ -107,11 +107,12 @@ def check_event_time(df: DataFrame, column: str, field: str, what: str) -> None:
     """Check that ``column`` is a timestamp without a watermark already set on it."""
     require_columns(df, [column], field, what)
     f = df.schema[column]
-    if not isinstance(f.dataType, T.TimestampType | T.TimestampNTZType):
+    if not isinstance(f.dataType, T.TimestampType):
+        hint = (f"F.col({column!r}).cast('timestamp')" if isinstance(f.dataType, T.TimestampNTZType)
+                else "F.to_timestamp(...) or F.timestamp_micros(...)")
         msg = (
-            f"`{field}` column {column!r} of {what} must be a TimestampType column, got "
-            f"{f.dataType.simpleString()}; convert it, e.g. F.to_timestamp(...) or "
-            "F.timestamp_micros(...)"
+            f"`{field}` column {column!r} of {what} must be a TimestampType column (Spark's "
+            f"withWatermark needs one), got {f.dataType.simpleString()}; convert it, e.g. {hint}"
         )
         raise ConfigError(msg)
     for g in df.schema.fields:

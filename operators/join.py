@@ -427,6 +427,17 @@ def _output_columns(spec: Join, left: Sequence[str], right: Sequence[str]) -> tu
     return tuple(outs)
 
 
+def _decimal_of_arrow(t: pa.DataType) -> tuple[int, int]:
+    return (t.precision, t.scale) if pa.types.is_decimal(t) else (20, 0)
+
+
+def _widen_decimal(a: tuple[int, int], b: tuple[int, int]) -> tuple[int, int]:
+    """Spark's decimal widening for comparisons: enough integer and fraction digits (max 38)."""
+    scale = max(a[1], b[1])
+    whole = max(a[0] - a[1], b[0] - b[1])
+    return min(whole + scale, 38), min(scale, 38)
+
+
 def _common_key_arrow_type(
     spec: Join, lname: str, ltype: pa.DataType, rname: str, rtype: pa.DataType
 ) -> pa.DataType:
@@ -434,6 +445,10 @@ def _common_key_arrow_type(
         return ltype
     if pa.types.is_integer(ltype) and pa.types.is_integer(rtype):
         return pa.int64()
+    exact = (pa.types.is_integer, pa.types.is_decimal)
+    if all(any(p(t) for p in exact) for t in (ltype, rtype)):
+        p_, s_ = _widen_decimal(_decimal_of_arrow(ltype), _decimal_of_arrow(rtype))
+        return pa.decimal128(p_, s_)
     numeric = (pa.types.is_integer, pa.types.is_floating, pa.types.is_decimal)
     if any(p(ltype) for p in numeric) and any(p(rtype) for p in numeric):
         return pa.float64()
@@ -487,6 +502,8 @@ def _key_codes(
         both = pa.chunked_array(
             probe.column(pk).cast(typ).chunks + build.column(bk).cast(typ).chunks, type=typ
         )
+        if pa.types.is_floating(typ):
+            both = pc.add(both, pa.scalar(0.0, typ))  # -0.0 + 0.0 == 0.0: equal keys, as in SQL
         enc = pc.dictionary_encode(both).combine_chunks()
         col = np.asarray(enc.indices.fill_null(-1).to_numpy(zero_copy_only=False), dtype=np.int64)
         n_uniq = len(enc.dictionary)
@@ -573,7 +590,7 @@ class _Out:
             cols.append(pa.nulls(n, pa.string()))
         self.parts.append(pa.Table.from_arrays(cols, names=self.plan.output_names))
 
-    def dead_letters(self, side: int, rows: pa.Table) -> None:
+    def dead_letters(self, side: int, rows: pa.Table, reason: str = "late") -> None:
         """Add one dead-letter row per row of ``rows`` (a side's payload columns)."""
         n = rows.num_rows
         if n == 0:
@@ -584,7 +601,7 @@ class _Out:
         # A Python loop, off the hot path: it runs only over late rows under dlq.
         wm_ms = None if self.wm_us is None else self.wm_us // 1000
         letters = [
-            json.dumps({"side": _SIDE_NAMES[side], "reason": "late", "watermark": wm_ms,
+            json.dumps({"side": _SIDE_NAMES[side], "reason": reason, "watermark": wm_ms,
                         "row": {k: _json_value(v) for k, v in r.items()}})
             for r in records
         ]
@@ -661,13 +678,23 @@ def step(plan: JoinPlan, state: JoinBuffers, batch: pa.Table, wm_us: int | None)
     ):
         rows = batch.filter(pa.array(side == s)).select([TIME_COLUMN, *payload.names])
         name = _SIDE_NAMES[s]
+        # A row without an event time can be neither judged nor matched: dead-letter it under
+        # dlq (reason "null_event_time"), else count it.
+        null_t = np.asarray(rows.column(TIME_COLUMN).is_null().to_numpy(zero_copy_only=False), dtype=bool)
+        if null_t.any():
+            if plan.dlq:
+                out.dead_letters(s, rows.filter(pa.array(null_t)), reason="null_event_time")
+                counters[f"dead_lettered_{name}"] = int(null_t.sum())
+            else:
+                counters[f"null_event_time_dropped_{name}"] = int(null_t.sum())
+            rows = rows.filter(pa.array(~null_t))
         if wm_us is not None and rows.num_rows:
             late = wm_us > _i64(rows.column(TIME_COLUMN)) + bounds[s]
             if late.any():
                 n_late = int(late.sum())
                 if plan.dlq:
                     out.dead_letters(s, rows.filter(pa.array(late)))
-                    counters[f"dead_lettered_{name}"] = n_late
+                    counters[f"dead_lettered_{name}"] = counters.get(f"dead_lettered_{name}", 0) + n_late
                 else:
                     counters[f"late_dropped_{name}"] = n_late
                 rows = rows.filter(pa.array(~late))
@@ -894,6 +921,13 @@ def _spark_common_key_type(lt: Any, rt: Any) -> Any:
     numeric = (*integral, T.FloatType, T.DoubleType, T.DecimalType)
     if isinstance(lt, integral) and isinstance(rt, integral):
         return T.LongType()
+    exact = (*integral, T.DecimalType)
+    if isinstance(lt, exact) and isinstance(rt, exact):
+        def dec(t: Any) -> tuple[int, int]:
+            return (t.precision, t.scale) if isinstance(t, T.DecimalType) else (20, 0)
+
+        p_, s_ = _widen_decimal(dec(lt), dec(rt))
+        return T.DecimalType(p_, s_)
     if isinstance(lt, numeric) and isinstance(rt, numeric):
         return T.DoubleType()
     return None

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -312,6 +313,7 @@ class AggPlan:
     dtype: str | None
     out_timestamp: bool
     cap: int | None
+    result_type: pa.DataType = pa.int64()
 
     def accumulator(self) -> Accumulator[Any]:
         """Build this aggregation's accumulator."""
@@ -351,11 +353,43 @@ class WindowPlan:
         return names
 
     @property
+    def keeps_last_output(self) -> bool:
+        """Sessions under reopen keep what each slot last emitted, to retract it exactly."""
+        return self.kind == "session" and self.late_data == "reopen"
+
+    @property
     def slot_schema(self) -> pa.Schema:
-        """Arrow schema of the slot table (one row per (window, group))."""
+        """Arrow schema of the slot table (one row per (window, group)).
+
+        ``emitted``: emitted at least once; ``revision``: of the last emit (-1: never);
+        ``dirty``: changed since its last emit (new windows are dirty), so it emits when it
+        closes. Sessions under reopen also keep their last emitted bounds and aggregates
+        (``__last_*``): a session absorbed by a merge is retracted with exactly those.
+        """
         base = [pa.field("start", pa.int64()), pa.field("end", pa.int64()),
-                pa.field("emitted", pa.bool_()), pa.field("revision", pa.int64())]
-        return pa.schema(base + list(self.group_schema))
+                pa.field("emitted", pa.bool_()), pa.field("revision", pa.int64()),
+                pa.field("dirty", pa.bool_())]
+        last: list[pa.Field] = []
+        if self.keeps_last_output:
+            last = [pa.field("__last_start", pa.int64()), pa.field("__last_end", pa.int64())]
+            last += [pa.field(f"__last_{i}", a.result_type) for i, a in enumerate(self.aggs)]
+        return pa.schema(base + list(self.group_schema) + last)
+
+    def new_slots(self, starts: NDArray[np.int64], ends: NDArray[np.int64], groups: pa.Table,
+                  src: NDArray[np.int64]) -> pa.Table:
+        """Slots for new windows ``[starts, ends)`` with the groups of rows ``src``."""
+        n = len(starts)
+        cols: dict[str, Any] = {
+            "start": pa.array(starts, pa.int64()), "end": pa.array(ends, pa.int64()),
+            "emitted": pa.array(np.zeros(n, dtype=bool)),
+            "revision": pa.array(np.full(n, -1, dtype=np.int64)),
+            "dirty": pa.array(np.ones(n, dtype=bool)),
+            **{name: groups.column(name).take(pa.array(src)) for name in self.group_by},
+        }
+        for f in self.slot_schema:
+            if f.name.startswith("__last_"):
+                cols[f.name] = pa.nulls(n, f.type)
+        return pa.table(cols, schema=self.slot_schema)
 
     @classmethod
     def from_schema(cls, spec: Window, schema: pa.Schema) -> WindowPlan:
@@ -372,7 +406,8 @@ class WindowPlan:
             typ = schema.field(a.column).type if a.column else None
             dtype, out_ts = _acc_dtype(a, typ)
             aggs.append(AggPlan(a.agg, a.mode if a.agg == "count_distinct" else None, a.column,
-                                a.as_, dtype, out_ts, a.max_distinct_values_per_group))
+                                a.as_, dtype, out_ts, a.max_distinct_values_per_group,
+                                _result_arrow_type(a.agg, dtype, typ)))
         d = (spec.duration_ms or 0) * 1000
         return cls(
             kind=spec.kind, duration_us=d,
@@ -392,6 +427,20 @@ class WindowPlan:
                 "types": [str(schema.field(c).type) for c in needed],
             }),
         )
+
+
+def _result_arrow_type(agg: str, dtype: str | None, typ: pa.DataType | None) -> pa.DataType:
+    """Arrow type of an aggregation's raw result (timestamps as int64 µs)."""
+    if agg in ("count", "count_distinct"):
+        return pa.int64()
+    if agg == "avg" or dtype == "float64":
+        return pa.float64()
+    if dtype == "int64":
+        return pa.int64()
+    if dtype == "bool":
+        return pa.bool_()
+    assert typ is not None
+    return typ
 
 
 def _acc_dtype(a: Aggregation, typ: pa.DataType | None) -> tuple[str | None, bool]:
@@ -494,15 +543,20 @@ def _ts_series(us: NDArray[np.int64]) -> pd.Series:
     return pd.Series(pd.to_datetime(us, unit="us", utc=True))
 
 
-def _result_series(plan: WindowPlan, accs: list[Any], idx: NDArray[np.int64]) -> list[pd.Series]:
+def _raw_results(plan: WindowPlan, accs: list[Any], idx: NDArray[np.int64]) -> list[pd.Series]:
+    """Each aggregation's result for slots ``idx`` (timestamps still int64 µs)."""
     out = []
     for a, s in zip(plan.aggs, accs, strict=True):
         acc = a.accumulator()
-        res = acc.result(acc.take(s, idx)).reset_index(drop=True)
-        if a.out_timestamp:
-            res = pd.to_datetime(res.astype("Int64"), unit="us", utc=True)
-        out.append(res)
+        out.append(acc.result(acc.take(s, idx)).reset_index(drop=True))
     return out
+
+
+def _present(a: AggPlan, raw: pd.Series) -> pd.Series:
+    """Turn a raw result into its output form (int64 µs -> UTC timestamps)."""
+    if a.out_timestamp:
+        return pd.to_datetime(raw.astype("Int64"), unit="us", utc=True)
+    return raw
 
 
 def step_window(plan: WindowPlan, state: WindowState, batch: pd.DataFrame, wm_us: int | None) -> WindowStepResult:
@@ -522,11 +576,21 @@ def step_window(plan: WindowPlan, state: WindowState, batch: pd.DataFrame, wm_us
     """
     counters: dict[str, int] = {}
     slots, accs, seq = state.slots, list(state.accs), state.seq
+    null_letters: list[str] = []
+    if len(batch) and batch[TIME_US_COLUMN].isna().any():
+        # A row without an event time belongs to no window: dead-letter it under dlq (reason
+        # "null_event_time"), else count it.
+        null_t = batch[TIME_US_COLUMN].isna().to_numpy()
+        if plan.late_data == "dlq":
+            null_letters = _dead_letters(plan, batch[null_t], wm_us, reason="null_event_time")
+            counters["dead_lettered"] = len(null_letters)
+        else:
+            counters["null_event_time_dropped"] = int(null_t.sum())
+        batch = batch[~null_t].reset_index(drop=True)
     n = len(batch)
     t = np.asarray(batch[TIME_US_COLUMN].to_numpy(), dtype=np.int64) if n else np.zeros(0, np.int64)
     row_seq = seq + np.arange(n, dtype=np.int64)
     seq += n
-    letters: list[str] = []
     retract_parts: list[pd.DataFrame] = []
     changed = np.zeros(slots.num_rows, dtype=bool)
     al = plan.allowance_us
@@ -557,9 +621,10 @@ def step_window(plan: WindowPlan, state: WindowState, batch: pd.DataFrame, wm_us
         rows = np.flatnonzero(keep_row).astype(np.int64)
         starts, ends = t[rows], ends_own[rows]
 
+    letters = null_letters
     if plan.late_data == "dlq":
         if late_row.any():
-            letters = _dead_letters(plan, batch.iloc[np.flatnonzero(late_row)], wm_us)
+            letters = letters + _dead_letters(plan, batch.iloc[np.flatnonzero(late_row)], wm_us)
             counters["dead_lettered"] = len(letters)
     elif dropped_row.any():
         counters["late_dropped"] = int(dropped_row.sum())
@@ -600,18 +665,23 @@ def step_window(plan: WindowPlan, state: WindowState, batch: pd.DataFrame, wm_us
     slot_end = np.array(slots.column("end").to_numpy(), dtype=np.int64)
     emitted = np.array(slots.column("emitted").to_numpy(zero_copy_only=False), dtype=bool)
     revision = np.array(slots.column("revision").to_numpy(), dtype=np.int64)
-    _check_cap(plan, slots, slot_start, slot_end, changed)
+    dirty = np.array(slots.column("dirty").to_numpy(zero_copy_only=False), dtype=bool) | changed
+    _check_cap(plan, slot_start, slot_end)
 
     # Emit every closed window that is new or changed.
     closed = (wm_us >= slot_end) if wm_us is not None else np.zeros(len(slot_end), dtype=bool)
-    emit = np.flatnonzero(closed & (changed | ~emitted))
+    emit = np.flatnonzero(closed & dirty)
     parts = list(retract_parts)
     if len(emit):
         new_rev = np.where(emitted[emit], revision[emit] + 1, 0)
-        parts.append(_output_frame(plan, slots, accs, emit, new_rev, retracted=False))
+        frame, raw = _output_frame(plan, slots, accs, emit, new_rev, retracted=False)
+        parts.append(frame)
         revision[emit] = new_rev
         emitted[emit] = True
+        dirty[emit] = False
         counters["windows_emitted"] = len(emit)
+        if plan.keeps_last_output:
+            slots = _remember_output(plan, slots, emit, raw)
     if letters:
         dl = pd.DataFrame({c: [None] * len(letters) for c in plan.output_names})
         dl[DEAD_LETTER_COLUMN] = letters
@@ -624,17 +694,22 @@ def step_window(plan: WindowPlan, state: WindowState, batch: pd.DataFrame, wm_us
         evict = wm_us >= slot_end + al
     else:
         evict = closed
-    slots = slots.set_column(2, "emitted", pa.array(emitted)).set_column(3, "revision", pa.array(revision))
+    slots = (slots.set_column(2, "emitted", pa.array(emitted))
+             .set_column(3, "revision", pa.array(revision)).set_column(4, "dirty", pa.array(dirty)))
     if evict.any():
         keep_idx = np.flatnonzero(~evict)
         slots = slots.take(pa.array(keep_idx))
         accs = [a.accumulator().take(s, keep_idx) for a, s in zip(plan.aggs, accs, strict=True)]
         counters["windows_evicted"] = int(evict.sum())
-        slot_end, emitted = slot_end[keep_idx], emitted[keep_idx]
-    # Next deadline: a pending window emits at wm >= end; a kept (reopen) one is evicted at
-    # wm >= end + AL.
-    deadlines = np.where(emitted, slot_end + al, slot_end)
-    out = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(
+        slot_end, dirty = slot_end[keep_idx], dirty[keep_idx]
+    # Next deadline: a dirty window emits at wm >= end; a clean kept (reopen) one is evicted
+    # at wm >= end + AL.
+    deadlines = np.where(dirty, slot_end, slot_end + al)
+    with warnings.catch_warnings():
+        # All-null dead-letter columns next to typed ones: the result dtype is what we want.
+        warnings.simplefilter("ignore", FutureWarning)
+        out = pd.concat(parts, ignore_index=True) if len(parts) > 1 else (parts[0] if parts else None)
+    out = out if out is not None else pd.DataFrame(
         {c: [] for c in plan.output_names})
     return WindowStepResult(out[plan.output_names] if len(out.columns) else out,
                             WindowState(slots, accs, seq),
@@ -666,12 +741,7 @@ def _fixed_slots(plan: WindowPlan, slots: pa.Table, accs: list[Any], old_codes: 
         fresh, first_idx, inv = np.unique(new_comb[~found], return_index=True, return_inverse=True)
         src = np.flatnonzero(~found)[first_idx]
         target[~found] = n_old + inv
-        add = pa.table({
-            "start": pa.array(starts[src], pa.int64()), "end": pa.array(ends[src], pa.int64()),
-            "emitted": pa.array(np.zeros(len(src), dtype=bool)),
-            "revision": pa.array(np.full(len(src), -1, dtype=np.int64)),
-            **{name: group_tbl.column(name).take(pa.array(src)) for name in plan.group_by},
-        }, schema=plan.slot_schema)
+        add = plan.new_slots(starts[src], ends[src], group_tbl, src)
         slots = pa.concat_tables([slots, add]).combine_chunks()
         accs = [a.accumulator().grow(s, len(fresh)) for a, s in zip(plan.aggs, accs, strict=True)]
     return target, slots, accs, np.zeros(slots.num_rows, dtype=bool)
@@ -725,13 +795,8 @@ def _session_slots(plan: WindowPlan, slots: pa.Table, accs: list[Any], old_codes
     # New slots for clusters made only of new rows.
     if len(need_new):
         first_new = items[~items["old"]].groupby("c")["idx"].first().loc[need_new].to_numpy()
-        add = pa.table({
-            "start": pa.array(bounds.loc[need_new, "s"].to_numpy(), pa.int64()),
-            "end": pa.array(bounds.loc[need_new, "e"].to_numpy(), pa.int64()),
-            "emitted": pa.array(np.zeros(len(need_new), dtype=bool)),
-            "revision": pa.array(np.full(len(need_new), -1, dtype=np.int64)),
-            **{name: group_tbl.column(name).take(pa.array(first_new)) for name in plan.group_by},
-        }, schema=plan.slot_schema)
+        add = plan.new_slots(bounds.loc[need_new, "s"].to_numpy(), bounds.loc[need_new, "e"].to_numpy(),
+                             group_tbl, first_new)
         for j, c in enumerate(need_new.tolist()):
             slot_of[c] = n_old + j
         slots = pa.concat_tables([slots, add]).combine_chunks()
@@ -743,8 +808,8 @@ def _session_slots(plan: WindowPlan, slots: pa.Table, accs: list[Any], old_codes
         a_idx = absorbed["idx"].to_numpy().astype(np.int64)
         a_to = absorbed["c"].map(slot_of).to_numpy().astype(np.int64)
         em = a_idx[emitted[a_idx]]
-        if len(em) and plan.late_data == "reopen":
-            retracts.append(_output_frame(plan, slots, accs, em, revision[em] + 1, retracted=True))
+        if len(em) and plan.keeps_last_output:
+            retracts.append(_last_output_frame(plan, slots, em, revision[em] + 1))
         accs = [a.accumulator().merge(s, a.accumulator().take(s, a_idx), a_to)
                 for a, s in zip(plan.aggs, accs, strict=True)]
     # Survivors take the cluster's bounds.
@@ -783,17 +848,66 @@ def _output_frame(plan: WindowPlan, slots: pa.Table, accs: list[Any], idx: NDArr
                                                             date_as_object=True)
         for g in plan.group_by:
             data[g] = groups[g].reset_index(drop=True)
-    for a, series in zip(plan.aggs, _result_series(plan, accs, idx), strict=True):
-        data[a.alias] = series
+    raw = _raw_results(plan, accs, idx)
+    for a, series in zip(plan.aggs, raw, strict=True):
+        data[a.alias] = _present(a, series)
+    return _finish_frame(plan, data, revision, retracted), raw
+
+
+def _finish_frame(plan: WindowPlan, data: dict[str, Any], revision: NDArray[np.int64],
+                  retracted: bool) -> pd.DataFrame:
+    n = len(revision)
     if plan.late_data == "reopen":
         data[REVISION_COLUMN] = pd.Series(revision, dtype=np.int64)
-        data[RETRACTED_COLUMN] = pd.Series(np.full(len(idx), retracted))
+        data[RETRACTED_COLUMN] = pd.Series(np.full(n, retracted))
     if plan.late_data == "dlq":
-        data[DEAD_LETTER_COLUMN] = pd.Series([None] * len(idx), dtype=object)
+        data[DEAD_LETTER_COLUMN] = pd.Series([None] * n, dtype=object)
     return pd.DataFrame(data)
 
 
-def _dead_letters(plan: WindowPlan, rows: pd.DataFrame, wm_us: int | None) -> list[str]:
+def _remember_output(plan: WindowPlan, slots: pa.Table, idx: NDArray[np.int64],
+                     raw: list[pd.Series]) -> pa.Table:
+    """Store what slots ``idx`` just emitted in their ``__last_*`` columns (vectorised)."""
+    is_emit = np.zeros(slots.num_rows, dtype=bool)
+    is_emit[idx] = True
+    pos = np.zeros(slots.num_rows, dtype=np.int64)
+    pos[idx] = np.arange(len(idx))
+    mask = pa.array(is_emit)
+    updates: dict[str, pa.Array] = {
+        "__last_start": slots.column("start").combine_chunks(),
+        "__last_end": slots.column("end").combine_chunks(),
+    }
+    for i, (a, series) in enumerate(zip(plan.aggs, raw, strict=True)):
+        new = pa.array(series, type=a.result_type, from_pandas=True)
+        updates[f"__last_{i}"] = new.take(pa.array(pos))
+    for name, new_values in updates.items():
+        old = slots.column(name).combine_chunks()
+        j = slots.schema.get_field_index(name)
+        slots = slots.set_column(j, name, pc.if_else(mask, new_values, old))
+    return slots
+
+
+def _last_output_frame(plan: WindowPlan, slots: pa.Table, idx: NDArray[np.int64],
+                       revision: NDArray[np.int64]) -> pd.DataFrame:
+    """Retraction rows: what slots ``idx`` last emitted, ``retracted=true``."""
+    sel = slots.take(pa.array(idx))
+    data: dict[str, Any] = {
+        plan.start_column: _ts_series(np.asarray(sel.column("__last_start").to_numpy(), dtype=np.int64)),
+        plan.end_column: _ts_series(np.asarray(sel.column("__last_end").to_numpy(), dtype=np.int64)),
+    }
+    if plan.group_by:
+        groups = sel.select(list(plan.group_by)).to_pandas(integer_object_nulls=True,
+                                                            date_as_object=True)
+        for g in plan.group_by:
+            data[g] = groups[g].reset_index(drop=True)
+    for i, a in enumerate(plan.aggs):
+        raw = sel.column(f"__last_{i}").to_pandas(integer_object_nulls=True)
+        data[a.alias] = _present(a, raw.reset_index(drop=True))
+    return _finish_frame(plan, data, revision, retracted=True)
+
+
+def _dead_letters(plan: WindowPlan, rows: pd.DataFrame, wm_us: int | None,
+                  reason: str = "late") -> list[str]:
     """One JSON dead letter per late row (a loop over late rows only, off the hot path)."""
     wm_ms = None if wm_us is None else wm_us // 1000
     out = []
@@ -807,12 +921,11 @@ def _dead_letters(plan: WindowPlan, rows: pd.DataFrame, wm_us: int | None) -> li
             elif isinstance(v, np.generic):
                 v = v.item()
             row[k] = _json_value(v)
-        out.append(json.dumps({"side": "input", "reason": "late", "watermark": wm_ms, "row": row}))
+        out.append(json.dumps({"side": "input", "reason": reason, "watermark": wm_ms, "row": row}))
     return out
 
 
-def _check_cap(plan: WindowPlan, slots: pa.Table, start: NDArray[np.int64], end: NDArray[np.int64],
-               changed: NDArray[np.bool_]) -> None:
+def _check_cap(plan: WindowPlan, start: NDArray[np.int64], end: NDArray[np.int64]) -> None:
     if not len(start):
         return
     key = start if plan.kind != "session" else np.zeros(len(start), dtype=np.int64)

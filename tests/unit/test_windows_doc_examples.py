@@ -437,8 +437,6 @@ def test_documented_bytes_per_slot(aggs: list[Aggregation], groups: int, distinc
 # ---------------------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="known gap, docs/windows.md#known-gaps: the operator "
-                   "does not re-emit an emitted session that grew past wm")
 def test_reopen_session_extended_after_its_emit_is_re_emitted_when_it_closes() -> None:
     spec = Window(kind="session", gap_ms=5_000, late_data="reopen", allowed_lateness_ms=40_000,
                   event_time_column="ts", group_by=["user"], max_groups_per_window=10,

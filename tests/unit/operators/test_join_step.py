@@ -222,3 +222,48 @@ def test_changed_spec_fails_loudly_on_restart():
     other = JoinPlan.from_schemas(spec(how="inner", time_window_ms=60_000), LEFT, RIGHT)
     with pytest.raises(StateVersionError, match="different spec"):
         list(JoinFunction(other)((0,), iter([]), st))
+
+
+def test_null_event_time_rows_are_counted_or_dead_lettered_never_buffered():
+    plan = JoinPlan.from_schemas(spec(how="full"), LEFT, RIGHT)
+    b = batch(plan, [(0, 1, "A", 3), (1, 1, "a", 4)])
+    t = b.column(TIME_COLUMN).to_pylist()
+    b = b.set_column(b.schema.get_field_index(TIME_COLUMN), TIME_COLUMN,
+                     pa.array([None, t[1]], pa.int64()))
+    r = step(plan, empty(plan), b, wm(1))
+    assert r.output.num_rows == 0 and r.state.left.num_rows == 0 and r.state.right.num_rows == 1
+    assert r.counters["null_event_time_dropped_left"] == 1
+    dlq = JoinPlan.from_schemas(spec(how="full", late_data="dlq"), LEFT, RIGHT)
+    r = step(dlq, empty(dlq), b, wm(1))
+    (letter,) = [json.loads(o["_dead_letter"]) for o in r.output.to_pylist()]
+    assert letter["reason"] == "null_event_time" and letter["row"]["v"] == "A"
+
+
+def test_negative_zero_float_keys_equal_positive_zero():
+    left = pa.schema([("k", pa.float64()), ("v", pa.string()), ("ts", pa.timestamp("ns"))])
+    right = pa.schema([("k", pa.float64()), ("w", pa.string()), ("ts", pa.timestamp("ns"))])
+    plan = JoinPlan.from_schemas(spec(), left, right)
+    r = step(plan, empty(plan), batch(plan, [(0, -0.0, "A", 3), (1, 0.0, "a", 4)]), None)
+    assert [(o["left_v"], o["right_w"]) for o in r.output.to_pylist()] == [("A", "a")]
+
+
+def test_decimal_keys_widen_as_decimals_not_doubles():
+    import decimal
+
+    left = pa.schema([("k", pa.decimal128(38, 0)), ("v", pa.string()), ("ts", pa.timestamp("ns"))])
+    right = pa.schema([("k", pa.int64()), ("w", pa.string()), ("ts", pa.timestamp("ns"))])
+    plan = JoinPlan.from_schemas(spec(), left, right)
+    assert plan.key_types == (pa.decimal128(38, 0),)
+    big = 2**62 + 1  # as doubles, 2**62 and 2**62 + 1 are equal
+    cols = {n: [] for n in plan.input_schema.names}
+    for side, k, v in ((0, decimal.Decimal(big), "A"), (1, 2**62, "x"), (1, big, "a")):
+        cols[SIDE_COLUMN].append(side)
+        cols[TIME_COLUMN].append(BASE_US)
+        cols["__il_l0"].append(k if side == 0 else None)
+        cols["__il_l1"].append(v if side == 0 else None)
+        cols["__il_l2"].append(BASE if side == 0 else None)
+        cols["__il_r0"].append(k if side == 1 else None)
+        cols["__il_r1"].append(v if side == 1 else None)
+        cols["__il_r2"].append(BASE if side == 1 else None)
+    r = step(plan, empty(plan), pa.Table.from_pydict(cols, schema=plan.input_schema), None)
+    assert [(o["left_v"], o["right_w"]) for o in r.output.to_pylist()] == [("A", "a")]

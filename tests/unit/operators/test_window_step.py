@@ -136,3 +136,28 @@ def test_bad_window_spec_is_rejected(kw, pattern):
 def test_bad_aggregation_is_rejected(kw, pattern):
     with pytest.raises(ConfigError, match=pattern):
         Aggregation(**kw)
+
+
+@pytest.mark.parametrize("kind", ["tumbling", "hopping", "session"])
+@pytest.mark.parametrize("late_data", ["drop", "dlq"])
+def test_null_event_time_rows_are_counted_or_dead_lettered(kind, late_data):
+    import json
+
+    import numpy as np
+    import pandas as pd
+
+    from interlace.operators.window import TIME_US_COLUMN, WindowPlan, WindowState, step_window
+
+    extra = {"hopping": dict(hop_ms=5_000), "session": dict(duration_ms=None, gap_ms=5_000)}.get(kind, {})
+    spec = window(kind=kind, late_data=late_data, **extra)
+    plan = WindowPlan.from_schema(spec, SCHEMA)
+    frame = pd.DataFrame({TIME_US_COLUMN: [np.nan, 1_767_225_601_000_000.0], "k": ["a", "a"],
+                          "v": [1, 2], "t": [pd.NaT, pd.Timestamp("2026-01-01 00:00:01")]})
+    r = step_window(plan, WindowState.empty(plan), frame, 1_767_225_700_000_000)
+    if late_data == "dlq":
+        letters = [json.loads(x) for x in r.output["_dead_letter"].dropna()]
+        assert [x["reason"] for x in letters].count("null_event_time") == 1
+        assert r.counters["dead_lettered"] == len(letters)
+    else:
+        assert r.counters["null_event_time_dropped"] == 1
+    assert all(n <= 1 for n in r.output["n"].dropna())
