@@ -21,6 +21,6 @@ bench: $(VENV)/.installed
 	$(VENV)/bin/python bench/join_bench.py
 
 lint: $(VENV)/.installed
-	$(VENV)/bin/pip install --quiet ruff mypy
+	$(VENV)/bin/pip install --quiet "ruff==0.17.6" "mypy==2.4.1"
 	$(VENV)/bin/ruff check operators state interlace
-	$(VENV)/bin/mypy operators state
+	MYPY=$(VENV)/bin/mypy bash .ci/mypy.sh

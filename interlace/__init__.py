@@ -18,7 +18,7 @@ from interlace.operators import (
     stream_join,
     window_aggregate,
 )
-from interlace.pipeline import Pipeline, SparkSettings, Source, Target
+from interlace.pipeline import Pipeline, Source, SparkSettings, Target
 from interlace.session import local_session
 from interlace.state import StateDecodeError, StateVersionError
 

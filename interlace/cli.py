@@ -22,21 +22,32 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run a pipeline file")
     run.add_argument("pipeline", type=Path)
-    run.add_argument("--continuous", action="store_true",
-                     help="keep running (default: stop when the sources are exhausted)")
-    run.add_argument("--metrics-port", type=int, default=None,
-                     help="serve Prometheus metrics on this port")
+    run.add_argument(
+        "--continuous",
+        action="store_true",
+        help="keep running (default: stop when the sources are exhausted)",
+    )
+    run.add_argument(
+        "--metrics-port", type=int, default=None, help="serve Prometheus metrics on this port"
+    )
     val = sub.add_parser("validate", help="validate a pipeline file")
     val.add_argument("pipeline", type=Path)
     demo = sub.add_parser("demo", help="run the demo pipelines on local Spark into DuckDB")
-    demo.add_argument("--workdir", type=Path, default=None,
-                      help="where data, checkpoints and demo.duckdb go (default: a temp folder)")
+    demo.add_argument(
+        "--workdir",
+        type=Path,
+        default=None,
+        help="where data, checkpoints and demo.duckdb go (default: a temp folder)",
+    )
     ex = sub.add_parser("explain", help="print a join's output per event of a small JSON log")
     ex.add_argument("log", type=Path)
     ex.add_argument("--key", default="key")
     ex.add_argument("--value", default="value")
-    ex.add_argument("--how", default="inner,left,full",
-                    help="comma-separated: inner,left,right,full,left_semi,left_anti")
+    ex.add_argument(
+        "--how",
+        default="inner,left,full",
+        help="comma-separated: inner,left,right,full,left_semi,left_anti",
+    )
     ex.add_argument("--time-window-ms", type=int, default=None)
     ex.add_argument("--lower-ms", type=int, default=None)
     ex.add_argument("--upper-ms", type=int, default=None)
@@ -73,16 +84,19 @@ def _dispatch(args: argparse.Namespace) -> int:
 
         p = Pipeline.load(args.pipeline)
         what = "join" if p.join is not None else "window"
-        print(f"{args.pipeline}: ok ({what} pipeline {p.name!r}, {len(p.sources)} source(s), "
-              f"target {p.target.kind}; output columns {p.output_columns()})")
+        print(
+            f"{args.pipeline}: ok ({what} pipeline {p.name!r}, {len(p.sources)} source(s), "
+            f"target {p.target.kind}; output columns {p.output_columns()})"
+        )
         return 0
     if args.command == "run":
         from interlace.pipeline import Pipeline
         from interlace.runner import run_pipeline
 
         p = Pipeline.load(args.pipeline)
-        summary = run_pipeline(p, base=Path.cwd(), continuous=args.continuous,
-                               metrics_port=args.metrics_port)
+        summary = run_pipeline(
+            p, base=Path.cwd(), continuous=args.continuous, metrics_port=args.metrics_port
+        )
         return 130 if summary.stopped_by_user else 0
     if args.command == "demo":
         from interlace.demo import run_demo
@@ -100,8 +114,9 @@ def _dispatch(args: argparse.Namespace) -> int:
         if args.allowed_lateness_ms is not None:
             kwargs["allowed_lateness_ms"] = args.allowed_lateness_ms
         hows = [h.strip() for h in args.how.split(",") if h.strip()]
-        print(explain_join(load_events(args.log), key=args.key, value=args.value, hows=hows,
-                           **kwargs))
+        print(
+            explain_join(load_events(args.log), key=args.key, value=args.value, hows=hows, **kwargs)
+        )
         return 0
     raise AssertionError(args.command)
 

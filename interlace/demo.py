@@ -18,13 +18,20 @@ from __future__ import annotations
 
 import datetime as dt
 import random
+import sys
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["DemoResult", "demo_pipelines", "generate_clicks", "generate_orders_payments", "run_demo"]
+__all__ = [
+    "DemoResult",
+    "demo_pipelines",
+    "generate_clicks",
+    "generate_orders_payments",
+    "run_demo",
+]
 
 BASE = dt.datetime(2026, 3, 2, 9, 0, 0)
 ORDERS_DDL = "order_id BIGINT, customer STRING, amount DOUBLE, order_ts TIMESTAMP"
@@ -35,8 +42,11 @@ CLICKS_DDL = "user STRING, page STRING, click_ts TIMESTAMP"
 def generate_orders_payments(
     n_batches: int = 6, orders_per_batch: int = 200, seed: int = 7
 ) -> tuple[list[list[dict[str, Any]]], list[list[dict[str, Any]]]]:
-    """Per-batch orders and payments: ~85% paid 1-9 minutes after the order, some payments a
-    batch late, ~2% far behind the watermark (late); rows shuffled within a batch."""
+    """Return per-batch orders and payments with out-of-order and late events.
+
+    About 85% of orders are paid 1-9 minutes after the order; some payments arrive a batch late,
+    about 2% far behind the watermark (late); rows are shuffled within a batch.
+    """
     rnd = random.Random(seed)
     orders: list[list[dict[str, Any]]] = [[] for _ in range(n_batches + 1)]
     payments: list[list[dict[str, Any]]] = [[] for _ in range(n_batches + 1)]
@@ -46,16 +56,23 @@ def generate_orders_payments(
             oid += 1
             ts = BASE + dt.timedelta(minutes=b * 5, seconds=rnd.randrange(300))
             amount = round(rnd.uniform(5, 250), 2)
-            orders[b].append({"order_id": oid, "customer": f"c{rnd.randrange(60):02d}",
-                              "amount": amount, "order_ts": ts})
+            orders[b].append(
+                {
+                    "order_id": oid,
+                    "customer": f"c{rnd.randrange(60):02d}",
+                    "amount": amount,
+                    "order_ts": ts,
+                }
+            )
             if rnd.random() < 0.85:
                 pay_ts = ts + dt.timedelta(seconds=rnd.randrange(60, 540))
                 target = b + (1 if rnd.random() < 0.1 else 0)
                 if rnd.random() < 0.02:
                     target = b + 3  # very late: past the join window plus lateness
                 if target < n_batches:
-                    payments[target].append({"payment_id": f"p{oid}", "order_id": oid,
-                                             "paid": amount, "pay_ts": pay_ts})
+                    payments[target].append(
+                        {"payment_id": f"p{oid}", "order_id": oid, "paid": amount, "pay_ts": pay_ts}
+                    )
         rnd.shuffle(orders[b])
         rnd.shuffle(payments[b])
     # A last batch far ahead moves the watermark on, so unpaid orders are emitted.
@@ -65,17 +82,26 @@ def generate_orders_payments(
     return orders, payments
 
 
-def generate_clicks(n_batches: int = 6, per_batch: int = 400, seed: int = 11) -> list[list[dict[str, Any]]]:
+def generate_clicks(
+    n_batches: int = 6, per_batch: int = 400, seed: int = 11
+) -> list[list[dict[str, Any]]]:
     """Per-batch clicks of 40 users on 25 pages; ~4% arrive 1, 3 or 4 batches (minutes) late."""
     rnd = random.Random(seed)
     batches: list[list[dict[str, Any]]] = [[] for _ in range(n_batches + 1)]
     for b in range(n_batches):
         for _ in range(per_batch):
-            ts = BASE + dt.timedelta(minutes=b, seconds=rnd.randrange(60), milliseconds=rnd.randrange(1000))
+            ts = BASE + dt.timedelta(
+                minutes=b, seconds=rnd.randrange(60), milliseconds=rnd.randrange(1000)
+            )
             target = b + (rnd.choice([1, 3, 4]) if rnd.random() < 0.04 else 0)
             if target < n_batches:
-                batches[target].append({"user": f"u{rnd.randrange(40):02d}",
-                                        "page": f"/p/{rnd.randrange(25)}", "click_ts": ts})
+                batches[target].append(
+                    {
+                        "user": f"u{rnd.randrange(40):02d}",
+                        "page": f"/p/{rnd.randrange(25)}",
+                        "click_ts": ts,
+                    }
+                )
         rnd.shuffle(batches[b])
     batches[-1].append({"user": "-", "page": "-", "click_ts": BASE + dt.timedelta(hours=1)})
     return batches
@@ -96,43 +122,84 @@ def demo_pipelines(root: Path) -> tuple[Any, Any]:
     """The two demo pipelines, writing into ``root / "demo.duckdb"``."""
     from interlace.operators.join import Join
     from interlace.operators.window import Aggregation, Window
-    from interlace.pipeline import Pipeline, SparkSettings, Source, Target
+    from interlace.pipeline import Pipeline, Source, SparkSettings, Target
 
     db = str(root / "demo.duckdb")
     join = Pipeline(
         name="orders-payments",
         sources=(
-            Source(name="orders", format="parquet", path=str(root / "data/orders"),
-                   schema=ORDERS_DDL, event_time_column="order_ts"),
-            Source(name="payments", format="parquet", path=str(root / "data/payments"),
-                   schema=PAYMENTS_DDL, event_time_column="pay_ts"),
+            Source(
+                name="orders",
+                format="parquet",
+                path=str(root / "data/orders"),
+                schema=ORDERS_DDL,
+                event_time_column="order_ts",
+            ),
+            Source(
+                name="payments",
+                format="parquet",
+                path=str(root / "data/payments"),
+                schema=PAYMENTS_DDL,
+                event_time_column="pay_ts",
+            ),
         ),
-        join=Join(left_keys=["order_id"], right_keys=["order_id"], how="left",
-                  lower_ms=0, upper_ms=600_000,  # payment within 10 minutes after the order
-                  left_event_time_column="order_ts", right_event_time_column="pay_ts",
-                  lateness_ms=120_000, late_data="dlq", dlq_horizon_ms=3_600_000,
-                  left_prefix="", right_prefix="",
-                  output_left_columns=["order_id", "customer", "amount", "order_ts"],
-                  output_right_columns=["payment_id", "paid", "pay_ts"], key_groups=8,
-                  name="orders-payments"),
-        left_source="orders", right_source="payments",
+        join=Join(
+            left_keys=["order_id"],
+            right_keys=["order_id"],
+            how="left",
+            lower_ms=0,
+            upper_ms=600_000,  # payment within 10 minutes after the order
+            left_event_time_column="order_ts",
+            right_event_time_column="pay_ts",
+            lateness_ms=120_000,
+            late_data="dlq",
+            dlq_horizon_ms=3_600_000,
+            left_prefix="",
+            right_prefix="",
+            output_left_columns=["order_id", "customer", "amount", "order_ts"],
+            output_right_columns=["payment_id", "paid", "pay_ts"],
+            key_groups=8,
+            name="orders-payments",
+        ),
+        left_source="orders",
+        right_source="payments",
         target=Target(kind="duckdb", path=db, table="orders_payments"),
         dead_letter=Target(kind="duckdb", path=db, table="late_payments"),
         spark=SparkSettings(checkpoint=str(root / "checkpoints/orders-payments")),
     )
     window = Pipeline(
         name="clicks-per-minute",
-        sources=(Source(name="clicks", format="parquet", path=str(root / "data/clicks"),
-                        schema=CLICKS_DDL, event_time_column="click_ts"),),
-        window=Window(kind="tumbling", duration_ms=60_000, event_time_column="click_ts",
-                      lateness_ms=10_000, group_by=["user"], late_data="reopen",
-                      allowed_lateness_ms=120_000, max_groups_per_window=100_000, key_groups=8,
-                      name="clicks-per-minute",
-                      aggregations=[Aggregation(agg="count", as_="clicks"),
-                                    Aggregation(agg="count_distinct", column="page",
-                                                as_="unique_pages")]),
-        target=Target(kind="duckdb", path=db, table="clicks_per_minute",
-                      key=["window_start", "window_end", "user"]),
+        sources=(
+            Source(
+                name="clicks",
+                format="parquet",
+                path=str(root / "data/clicks"),
+                schema=CLICKS_DDL,
+                event_time_column="click_ts",
+            ),
+        ),
+        window=Window(
+            kind="tumbling",
+            duration_ms=60_000,
+            event_time_column="click_ts",
+            lateness_ms=10_000,
+            group_by=["user"],
+            late_data="reopen",
+            allowed_lateness_ms=120_000,
+            max_groups_per_window=100_000,
+            key_groups=8,
+            name="clicks-per-minute",
+            aggregations=[
+                Aggregation(agg="count", as_="clicks"),
+                Aggregation(agg="count_distinct", column="page", as_="unique_pages"),
+            ],
+        ),
+        target=Target(
+            kind="duckdb",
+            path=db,
+            table="clicks_per_minute",
+            key=["window_start", "window_end", "user"],
+        ),
         spark=SparkSettings(checkpoint=str(root / "checkpoints/clicks-per-minute")),
     )
     return join, window
@@ -168,42 +235,64 @@ def run_demo(workdir: Path | None = None, *, spark: Any = None, quiet: bool = Fa
     _write(root / "data/payments", payments, PAYMENTS_DDL, spark)
     _write(root / "data/clicks", generate_clicks(), CLICKS_DDL, spark)
     join, window = demo_pipelines(root)
-    log = None if quiet else __import__("sys").stderr
-    j = run_pipeline(join, base=root, spark=spark, progress=log)
+    log = None if quiet else sys.stderr
+    run_pipeline(join, base=root, spark=spark, progress=log)
     w = run_pipeline(window, base=root, spark=spark, progress=log)
 
     con = duckdb.connect(str(root / "demo.duckdb"), read_only=True)
     try:
         q = lambda sql: con.execute(sql).fetchall()  # noqa: E731
-        paid = q("SELECT count(*) FROM orders_payments WHERE payment_id IS NOT NULL AND order_id > 0")[0][0]
-        unpaid = q("SELECT count(*) FROM orders_payments WHERE payment_id IS NULL AND order_id > 0")[0][0]
+        paid = q(
+            "SELECT count(*) FROM orders_payments WHERE payment_id IS NOT NULL AND order_id > 0"
+        )[0][0]
+        unpaid = q(
+            "SELECT count(*) FROM orders_payments WHERE payment_id IS NULL AND order_id > 0"
+        )[0][0]
         late = q("SELECT count(*) FROM late_payments")[0][0]
         windows = q("SELECT count(*) FROM clicks_per_minute WHERE user <> '-'")[0][0]
         reopened = q("SELECT count(*) FROM clicks_per_minute WHERE revision > 0")[0][0]
-        top_unpaid = q("SELECT customer, count(*), round(sum(amount), 2) FROM orders_payments "
-                       "WHERE payment_id IS NULL AND order_id > 0 GROUP BY customer "
-                       "ORDER BY 3 DESC LIMIT 3")
-        busiest = q("SELECT strftime(window_start, '%H:%M'), user, clicks, unique_pages, revision "
-                    "FROM clicks_per_minute WHERE user <> '-' ORDER BY clicks DESC, "
-                    "window_start, user LIMIT 3")
+        top_unpaid = q(
+            "SELECT customer, count(*), round(sum(amount), 2) FROM orders_payments "
+            "WHERE payment_id IS NULL AND order_id > 0 GROUP BY customer "
+            "ORDER BY 3 DESC LIMIT 3"
+        )
+        busiest = q(
+            "SELECT strftime(window_start, '%H:%M'), user, clicks, unique_pages, revision "
+            "FROM clicks_per_minute WHERE user <> '-' ORDER BY clicks DESC, "
+            "window_start, user LIMIT 3"
+        )
         letter = q("SELECT dead_letter FROM late_payments LIMIT 1")
     finally:
         con.close()
-    result = DemoResult(root / "demo.duckdb", paid, unpaid, late, windows, reopened,
-                        w.counters.get("late_dropped", 0), time.time() - started)
+    result = DemoResult(
+        root / "demo.duckdb",
+        paid,
+        unpaid,
+        late,
+        windows,
+        reopened,
+        w.counters.get("late_dropped", 0),
+        time.time() - started,
+    )
     if not quiet:
         print("interlace demo (local Spark -> DuckDB)")
-        print(f"  orders LEFT JOIN payments within 10 min: {paid} paid, {unpaid} unpaid, "
-              f"{late} late payments dead-lettered")
+        print(
+            f"  orders LEFT JOIN payments within 10 min: {paid} paid, {unpaid} unpaid, "
+            f"{late} late payments dead-lettered"
+        )
         for customer, n, amount in top_unpaid:
             print(f"    unpaid: {customer} {n} orders, {amount:.2f}")
         if letter:
             print(f"    a dead letter: {letter[0][0][:150]}...")
-        print(f"  clicks per user per minute (reopen): {windows} windows, {reopened} re-emitted "
-              f"with late clicks, {result.late_clicks_dropped} clicks too late even for reopen")
+        print(
+            f"  clicks per user per minute (reopen): {windows} windows, {reopened} re-emitted "
+            f"with late clicks, {result.late_clicks_dropped} clicks too late even for reopen"
+        )
         for start, user, clicks, pages, rev in busiest:
             print(f"    {start} {user}: {clicks} clicks on ~{pages} pages (revision {rev})")
-        print(f"  DuckDB file: {result.duckdb_path} (tables orders_payments, late_payments, "
-              "clicks_per_minute)")
+        print(
+            f"  DuckDB file: {result.duckdb_path} (tables orders_payments, late_payments, "
+            "clicks_per_minute)"
+        )
         print(f"  took {result.seconds:.0f} s")
     return result

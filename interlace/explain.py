@@ -66,7 +66,9 @@ def explain_join(
     from interlace.testing.local import run_join_locally
     from interlace.testing.log import JoinBatch
 
-    cols = sorted({k for e in events for k in e if k not in ("side", "ts", "_label")} | {key, value})
+    cols = sorted(
+        {k for e in events for k in e if k not in ("side", "ts", "_label")} | {key, value}
+    )
     types = {}
     for c in cols:
         vals = [e.get(c) for e in events if e.get(c) is not None]
@@ -75,17 +77,27 @@ def explain_join(
 
     def row(e: dict[str, Any]) -> dict[str, Any]:
         r = {c: e.get(c) for c in cols}
-        r.update({c: (str(v) if types[c] == pa.string() and v is not None else v) for c, v in r.items()})
+        r.update(
+            {c: (str(v) if types[c] == pa.string() and v is not None else v) for c, v in r.items()}
+        )
         r["ts"] = e["ts"]
         return r
 
-    log = [JoinBatch(left=(row(e),)) if e["side"] == "left" else JoinBatch(right=(row(e),))
-           for e in events]
+    log = [
+        JoinBatch(left=(row(e),)) if e["side"] == "left" else JoinBatch(right=(row(e),))
+        for e in events
+    ]
     per_how: dict[str, dict[int, list[str]]] = {}
     n_batches = len(log)
     for how in hows:
-        spec = Join(left_keys=[key], right_keys=[key], how=how, event_time_column="ts",
-                    key_groups=1, **join_kwargs)
+        spec = Join(
+            left_keys=[key],
+            right_keys=[key],
+            how=how,
+            event_time_column="ts",
+            key_groups=1,
+            **join_kwargs,
+        )
         run = run_join_locally(spec, log, schema, schema)
         n_batches = max(n_batches, len(run.watermarks_ms))
         cells: dict[int, list[str]] = {}
@@ -104,8 +116,11 @@ def explain_join(
     for b in range(n_batches):
         if b < len(events):
             e = events[b]
-            base = [str(e["_label"]), str(e.get(value)) if e["side"] == "left" else "",
-                    str(e.get(value)) if e["side"] == "right" else ""]
+            base = [
+                str(e["_label"]),
+                str(e.get(value)) if e["side"] == "left" else "",
+                str(e.get(value)) if e["side"] == "right" else "",
+            ]
         else:
             base = ["(no-data batch)", "", ""]
         rows.append(base + ["  ".join(sorted(per_how[h].get(b, []))) for h in hows])

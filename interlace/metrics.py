@@ -72,24 +72,42 @@ class PipelineMetrics:
         self.registry = CollectorRegistry()
         r = self.registry
         lp = ["pipeline"]
-        self.windows_active = Gauge("interlace_windows_active", "Windows held in state", lp, registry=r)
-        self.windows_emitted = Counter("interlace_windows_emitted", "Window rows emitted",
-                                       [*lp, "kind"], registry=r)
-        self.late_dropped = Counter("interlace_late_rows_dropped", "Late rows not aggregated / joined",
-                                    [*lp, "policy"], registry=r)
-        self.state_groups = Gauge("interlace_state_groups_total", "Key groups holding state", lp,
-                                  registry=r)
+        self.windows_active = Gauge(
+            "interlace_windows_active", "Windows held in state", lp, registry=r
+        )
+        self.windows_emitted = Counter(
+            "interlace_windows_emitted", "Window rows emitted", [*lp, "kind"], registry=r
+        )
+        self.late_dropped = Counter(
+            "interlace_late_rows_dropped",
+            "Late rows not aggregated / joined",
+            [*lp, "policy"],
+            registry=r,
+        )
+        self.state_groups = Gauge(
+            "interlace_state_groups_total", "Key groups holding state", lp, registry=r
+        )
         self.state_bytes = Gauge("interlace_state_bytes", "State store memory used", lp, registry=r)
-        self.watermark = Gauge("interlace_watermark_seconds", "Watermark (seconds since epoch)",
-                               [*lp, "source"], registry=r)
-        self.buffered = Gauge("interlace_join_buffered_rows", "Rows buffered per join side",
-                              [*lp, "side"], registry=r)
+        self.watermark = Gauge(
+            "interlace_watermark_seconds",
+            "Watermark (seconds since epoch)",
+            [*lp, "source"],
+            registry=r,
+        )
+        self.buffered = Gauge(
+            "interlace_join_buffered_rows", "Rows buffered per join side", [*lp, "side"], registry=r
+        )
         self.matches = Counter("interlace_join_matches", "Join pairs emitted", lp, registry=r)
-        self.unmatched = Counter("interlace_join_unmatched_emitted", "Unmatched outer rows emitted",
-                                 [*lp, "side"], registry=r)
+        self.unmatched = Counter(
+            "interlace_join_unmatched_emitted",
+            "Unmatched outer rows emitted",
+            [*lp, "side"],
+            registry=r,
+        )
         self.input_rows = Counter("interlace_input_rows", "Rows read", lp, registry=r)
-        self.output_rows = Counter("interlace_output_rows", "Rows written to the target", lp,
-                                   registry=r)
+        self.output_rows = Counter(
+            "interlace_output_rows", "Rows written to the target", lp, registry=r
+        )
         self.batches = Counter("interlace_batches", "Micro-batches run", lp, registry=r)
         self._seen: dict[str, int] = {}
 
@@ -102,6 +120,7 @@ class PipelineMetrics:
 
     def update_counters(self, totals: dict[str, int], late_policy: str) -> None:
         """Feed cumulative operator counters (the accumulator's value)."""
+
         def delta(name: str) -> int:
             d = totals.get(name, 0) - self._seen.get(name, 0)
             self._seen[name] = totals.get(name, 0)
@@ -119,8 +138,10 @@ class PipelineMetrics:
             if emitted:
                 self.windows_emitted.labels(p, "window").inc(emitted)
             self.windows_active.labels(p).set(
-                totals.get("windows_created", 0) - totals.get("windows_evicted", 0)
-                - totals.get("windows_absorbed", 0))
+                totals.get("windows_created", 0)
+                - totals.get("windows_evicted", 0)
+                - totals.get("windows_absorbed", 0)
+            )
         else:
             m = delta("matches")
             if m:
@@ -130,7 +151,8 @@ class PipelineMetrics:
                 if u:
                     self.unmatched.labels(p, side).inc(u)
                 self.buffered.labels(p, side).set(
-                    totals.get(f"inserted_{side}", 0) - totals.get(f"evicted_{side}", 0))
+                    totals.get(f"inserted_{side}", 0) - totals.get(f"evicted_{side}", 0)
+                )
 
     def update_progress(self, progress: dict[str, Any], output_rows: int) -> None:
         """Feed one micro-batch's ``StreamingQueryProgress`` (as a dict)."""

@@ -156,8 +156,13 @@ _TABLE_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?\Z")
 
 _RATE_COLUMNS: tuple[tuple[str, str], ...] = (("timestamp", "TIMESTAMP"), ("value", "BIGINT"))
 _KAFKA_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("key", "BINARY"), ("value", "BINARY"), ("topic", "STRING"), ("partition", "INT"),
-    ("offset", "BIGINT"), ("timestamp", "TIMESTAMP"), ("timestampType", "INT"),
+    ("key", "BINARY"),
+    ("value", "BINARY"),
+    ("topic", "STRING"),
+    ("partition", "INT"),
+    ("offset", "BIGINT"),
+    ("timestamp", "TIMESTAMP"),
+    ("timestampType", "INT"),
 )
 _KAFKA_HEADERS: tuple[str, str] = ("headers", "ARRAY<STRUCT<key: STRING, value: BINARY>>")
 
@@ -228,8 +233,10 @@ def _as_str_map(field: str, value: object) -> FrozenMap:
     if isinstance(value, FrozenMap):
         return value
     if not isinstance(value, Mapping):
-        msg = (f"`{field}` must be a table of strings (got {field}={value!r}); "
-               f'e.g. {field} = {{ maxFilesPerTrigger = "1" }}')
+        msg = (
+            f"`{field}` must be a table of strings (got {field}={value!r}); "
+            f'e.g. {field} = {{ maxFilesPerTrigger = "1" }}'
+        )
         raise ConfigError(msg)
     out: dict[str, str] = {}
     for k, v in value.items():
@@ -241,8 +248,10 @@ def _as_str_map(field: str, value: object) -> FrozenMap:
         elif isinstance(v, str | int | float):
             out[k] = str(v)
         else:
-            msg = (f"`{field}` values must be strings (got {k}={v!r}); Spark options and conf "
-                   "are strings, e.g. \"1\"")
+            msg = (
+                f"`{field}` values must be strings (got {k}={v!r}); Spark options and conf "
+                'are strings, e.g. "1"'
+            )
             raise ConfigError(msg)
     return FrozenMap(out)
 
@@ -262,9 +271,11 @@ def _check_name(field: str, value: object) -> None:
     _check_str(field, value, allow_none=False)
     assert isinstance(value, str)
     if not _NAME_RE.match(value):
-        msg = (f"`{field}` must start with a letter, digit or '_' and hold only letters, digits, "
-               f"'_', '-' and '.' (got {field}={value!r}); it names files and tables, e.g. "
-               "\"orders-payments\"")
+        msg = (
+            f"`{field}` must start with a letter, digit or '_' and hold only letters, digits, "
+            f"'_', '-' and '.' (got {field}={value!r}); it names files and tables, e.g. "
+            '"orders-payments"'
+        )
         raise ConfigError(msg)
 
 
@@ -291,7 +302,7 @@ def _top_level_split(text: str, sep: str) -> list[str]:
             if ch == "\\" and quote != "`":
                 i += 1
             elif ch == quote:
-                if quote == "`" and text[i + 1:i + 2] == "`":
+                if quote == "`" and text[i + 1 : i + 2] == "`":
                     i += 1  # `` is an escaped backtick inside a quoted name
                 else:
                     quote = ""
@@ -332,11 +343,11 @@ def _ddl_column(piece: str) -> tuple[str, str]:
                 msg = f"unterminated backtick in {piece!r}"
                 raise ValueError(msg)
             name.append(piece[i:j])
-            if piece[j + 1:j + 2] == "`":
+            if piece[j + 1 : j + 2] == "`":
                 name.append("`")
                 i = j + 2
                 continue
-            rest = piece[j + 1:]
+            rest = piece[j + 1 :]
             break
         col = "".join(name)
         if not col:
@@ -344,11 +355,15 @@ def _ddl_column(piece: str) -> tuple[str, str]:
             raise ValueError(msg)
     else:
         m = re.match(r"[A-Za-z0-9_]+", piece)
-        if not m or (piece[m.end():m.end() + 1] not in ("", ":") and not piece[m.end()].isspace()):
-            msg = (f"column name in {piece!r} must be letters, digits and '_'; quote other names "
-                   "with backticks, e.g. `order id` BIGINT")
+        if not m or (
+            piece[m.end() : m.end() + 1] not in ("", ":") and not piece[m.end()].isspace()
+        ):
+            msg = (
+                f"column name in {piece!r} must be letters, digits and '_'; quote other names "
+                "with backticks, e.g. `order id` BIGINT"
+            )
             raise ValueError(msg)
-        col, rest = m.group(), piece[m.end():]
+        col, rest = m.group(), piece[m.end() :]
     rest = rest.strip()
     if rest.startswith(":"):
         rest = rest[1:].strip()
@@ -389,14 +404,18 @@ def parse_ddl(ddl: str) -> list[tuple[str, str]]:
     try:
         cols = [_ddl_column(p) for p in _top_level_split(ddl, ",")]
     except ValueError as exc:
-        msg = (f"`schema` is not a Spark DDL column list ({exc}; got schema={ddl!r}); "
-               "write it as \"name TYPE, ...\", e.g. \"order_id BIGINT, ts TIMESTAMP\"")
+        msg = (
+            f"`schema` is not a Spark DDL column list ({exc}; got schema={ddl!r}); "
+            'write it as "name TYPE, ...", e.g. "order_id BIGINT, ts TIMESTAMP"'
+        )
         raise ConfigError(msg) from exc
     names = [c for c, _ in cols]
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
-        msg = (f"`schema` names column(s) {dupes} twice (got schema={ddl!r}); column names "
-               "must be unique")
+        msg = (
+            f"`schema` names column(s) {dupes} twice (got schema={ddl!r}); column names "
+            "must be unique"
+        )
         raise ConfigError(msg)
     return cols
 
@@ -455,25 +474,35 @@ class Source:
         object.__setattr__(self, "options", _as_str_map("options", self.options))
         if self.format in FILE_FORMATS:
             if self.path is None:
-                msg = (f"`path` is required for format={self.format!r} (the folder Spark reads); "
-                       f'e.g. path = "data/{self.name}"')
+                msg = (
+                    f"`path` is required for format={self.format!r} (the folder Spark reads); "
+                    f'e.g. path = "data/{self.name}"'
+                )
                 raise ConfigError(msg)
             if self.schema is None:
-                msg = (f"`schema` is required for format={self.format!r}: Spark's file streams "
-                       "need their schema up front; e.g. schema = \"id BIGINT, ts TIMESTAMP\"")
+                msg = (
+                    f"`schema` is required for format={self.format!r}: Spark's file streams "
+                    'need their schema up front; e.g. schema = "id BIGINT, ts TIMESTAMP"'
+                )
                 raise ConfigError(msg)
         else:
-            for fname, why in (("path", "it reads from `options`"),
-                               ("schema", "its columns are fixed")):
+            for fname, why in (
+                ("path", "it reads from `options`"),
+                ("schema", "its columns are fixed"),
+            ):
                 if getattr(self, fname) is not None:
-                    msg = (f"`{fname}` does not apply to format={self.format!r} ({why}; got "
-                           f"{fname}={getattr(self, fname)!r}); remove it")
+                    msg = (
+                        f"`{fname}` does not apply to format={self.format!r} ({why}; got "
+                        f"{fname}={getattr(self, fname)!r}); remove it"
+                    )
                     raise ConfigError(msg)
         columns = self.ddl_columns()
         reserved = [c for c, _ in columns if c.startswith(RESERVED_PREFIX)]
         if reserved:
-            msg = (f"`schema` has column(s) {reserved} starting with interlace's reserved prefix "
-                   f"{RESERVED_PREFIX!r}; rename them")
+            msg = (
+                f"`schema` has column(s) {reserved} starting with interlace's reserved prefix "
+                f"{RESERVED_PREFIX!r}; rename them"
+            )
             raise ConfigError(msg)
         et = self.event_time_column
         if et is not None and self.sql is None:
@@ -481,19 +510,25 @@ class Source:
             types = dict(columns)
             if self.time_mode == "event":
                 if et not in types:
-                    msg = (f"`event_time_column` {et!r} is not a column of the source (its "
-                           f"columns: {[c for c, _ in columns]}); fix the name or add it to "
-                           "`schema`")
+                    msg = (
+                        f"`event_time_column` {et!r} is not a column of the source (its "
+                        f"columns: {[c for c, _ in columns]}); fix the name or add it to "
+                        "`schema`"
+                    )
                     raise ConfigError(msg)
                 if not _is_timestamp(types[et]):
-                    msg = (f"`event_time_column` {et!r} must be a TIMESTAMP column (got "
-                           f"{types[et]}); convert it in a `sql` pre-stage, e.g. "
-                           f"SELECT *, timestamp_millis({et}) AS event_ts FROM source")
+                    msg = (
+                        f"`event_time_column` {et!r} must be a TIMESTAMP column (got "
+                        f"{types[et]}); convert it in a `sql` pre-stage, e.g. "
+                        f"SELECT *, timestamp_millis({et}) AS event_ts FROM source"
+                    )
                     raise ConfigError(msg)
             elif et in types:
-                msg = (f"`time_mode`='processing' synthesizes the event-time column {et!r}, but "
-                       f"the source already has a column named {et!r}; set "
-                       "`event_time_column` to another name")
+                msg = (
+                    f"`time_mode`='processing' synthesizes the event-time column {et!r}, but "
+                    f"the source already has a column named {et!r}; set "
+                    "`event_time_column` to another name"
+                )
                 raise ConfigError(msg)
 
     def ddl_columns(self) -> list[tuple[str, str]]:
@@ -550,8 +585,10 @@ class Target:
         object.__setattr__(self, "key", as_name_tuple("key", self.key, allow_none=True))
         object.__setattr__(self, "options", _as_str_map("options", self.options))
         if self.kind == "parquet" and self.path is None:
-            msg = ('`path` is required for a parquet target (the folder to write); e.g. '
-                   'path = "out/orders_payments"')
+            msg = (
+                "`path` is required for a parquet target (the folder to write); e.g. "
+                'path = "out/orders_payments"'
+            )
             raise ConfigError(msg)
         if self.kind == "console" and self.path is not None:
             msg = f"`path` does not apply to a console target (got path={self.path!r}); remove it"
@@ -559,12 +596,16 @@ class Target:
         if self.kind != "duckdb":
             for fname in ("table", "key"):
                 if getattr(self, fname) is not None:
-                    msg = (f"`{fname}` only applies to a duckdb target (got kind={self.kind!r}, "
-                           f"{fname}={getattr(self, fname)!r}); remove it or use kind = \"duckdb\"")
+                    msg = (
+                        f"`{fname}` only applies to a duckdb target (got kind={self.kind!r}, "
+                        f'{fname}={getattr(self, fname)!r}); remove it or use kind = "duckdb"'
+                    )
                     raise ConfigError(msg)
         if self.table is not None and not _TABLE_RE.match(self.table):
-            msg = (f"`table` must be an identifier or schema.identifier (got "
-                   f"table={self.table!r}); e.g. table = \"orders_payments\"")
+            msg = (
+                f"`table` must be an identifier or schema.identifier (got "
+                f'table={self.table!r}); e.g. table = "orders_payments"'
+            )
             raise ConfigError(msg)
         if self.key is not None:
             if not self.key:
@@ -607,8 +648,10 @@ class SparkSettings:
             msg = f"`shuffle_partitions` must be an int >= 1 (got shuffle_partitions={sp!r})"
             raise ConfigError(msg)
         conf = _as_str_map("conf", self.conf)
-        for key, field in (("spark.sql.shuffle.partitions", "shuffle_partitions"),
-                           ("spark.master", "master")):
+        for key, field in (
+            ("spark.sql.shuffle.partitions", "shuffle_partitions"),
+            ("spark.master", "master"),
+        ):
             if key in conf:
                 msg = f"`conf` sets {key!r}; set it with `{field}` instead"
                 raise ConfigError(msg)
@@ -683,22 +726,32 @@ class Pipeline:
         setattr_ = object.__setattr__
         _check_name("name", self.name)
         if isinstance(self.sources, str | bytes | Mapping) or not isinstance(
-                self.sources, Iterable):
+            self.sources, Iterable
+        ):
             raise _err((), None, "`sources` must be a list of Source(...)")
         sources = tuple(self.sources)
         setattr_(self, "sources", sources)
         for i, s in enumerate(sources):
             if not isinstance(s, Source):
                 raise _err(("sources", i), None, f"must be a Source(...) (got {s!r})")
-        for fname, typ in (("target", Target), ("dead_letter", Target), ("spark", SparkSettings),
-                           ("join", Join), ("window", Window)):
+        for fname, typ in (
+            ("target", Target),
+            ("dead_letter", Target),
+            ("spark", SparkSettings),
+            ("join", Join),
+            ("window", Window),
+        ):
             value = getattr(self, fname)
             if value is None and fname in ("dead_letter", "join", "window"):
                 continue
             if not isinstance(value, typ):
                 raise _err((), None, f"`{fname}` must be a {typ.__name__}(...) (got {value!r})")
-        for fname, table in (("left_source", _JOIN_TABLE), ("right_source", _JOIN_TABLE),
-                             ("window_source", _WINDOW_TABLE), ("transform_sql", ("transform",))):
+        for fname, table in (
+            ("left_source", _JOIN_TABLE),
+            ("right_source", _JOIN_TABLE),
+            ("window_source", _WINDOW_TABLE),
+            ("transform_sql", ("transform",)),
+        ):
             try:
                 _check_str(fname, getattr(self, fname))
             except ConfigError as exc:
@@ -750,9 +803,11 @@ class Pipeline:
         """
         names = _output_columns(self)
         if names is None:
-            msg = ("[transform.join]: the output columns are unknown: a joined source has a "
-                   "`sql` pre-stage, whose columns only Spark knows; list "
-                   "`output_left_columns` / `output_right_columns` to fix them")
+            msg = (
+                "[transform.join]: the output columns are unknown: a joined source has a "
+                "`sql` pre-stage, whose columns only Spark knows; list "
+                "`output_left_columns` / `output_right_columns` to fix them"
+            )
             raise ConfigError(msg)
         return names
 
@@ -769,8 +824,12 @@ class Pipeline:
         if key is None and self.window is not None and self.window.late_data == "reopen":
             w = self.window
             key = (w.window_start_column, w.window_end_column, *w.group_by)
-        return dataclasses.replace(t, path=t.path or DEFAULT_DUCKDB_PATH,
-                                   table=t.table or _default_table(self.name), key=key)
+        return dataclasses.replace(
+            t,
+            path=t.path or DEFAULT_DUCKDB_PATH,
+            table=t.table or _default_table(self.name),
+            key=key,
+        )
 
     def resolved_dead_letter(self) -> Target | None:
         """Return :attr:`dead_letter` with its defaults filled in (None without one).
@@ -851,8 +910,12 @@ def _resolve_source(sources: Sequence[Source], name: str, table: TablePath, key:
         if s.name == name:
             return s
     have = ", ".join(repr(s.name) for s in sources)
-    raise _err(table, key, f"`{key}` names source {name!r} that does not exist (sources: {have}); "
-                           f"fix the name or add a [[sources]] table with name = {name!r}")
+    raise _err(
+        table,
+        key,
+        f"`{key}` names source {name!r} that does not exist (sources: {have}); "
+        f"fix the name or add a [[sources]] table with name = {name!r}",
+    )
 
 
 def _window_source(sources: Sequence[Source], name: str | None) -> Source:
@@ -860,9 +923,13 @@ def _window_source(sources: Sequence[Source], name: str | None) -> Source:
         return _resolve_source(sources, name, _WINDOW_TABLE, "source")
     if len(sources) != 1:
         have = ", ".join(repr(s.name) for s in sources)
-        raise _err(_WINDOW_TABLE, None, "`source` is required when the pipeline has more than one "
-                                        f"source (sources: {have}); set source = \"...\" "
-                                        "(`window_source` in Python)")
+        raise _err(
+            _WINDOW_TABLE,
+            None,
+            "`source` is required when the pipeline has more than one "
+            f'source (sources: {have}); set source = "..." '
+            "(`window_source` in Python)",
+        )
     return sources[0]
 
 
@@ -874,41 +941,67 @@ def _input_columns(src: Source, time_mode: str, et: str, *, renamed: bool) -> li
     return cols + [et] if time_mode == "processing" else cols
 
 
-def _check_event_time(p: Pipeline, src: Source, table: TablePath, field: str, et: str,
-                      time_mode: str, renamed: bool) -> None:
+def _check_event_time(
+    p: Pipeline, src: Source, table: TablePath, field: str, et: str, time_mode: str, renamed: bool
+) -> None:
     """Check that the operator's time settings agree with its source's and its schema."""
     if src.time_mode != time_mode:
-        raise _err(table, "time_mode", f"`time_mode`={time_mode!r} disagrees with source "
-                                       f"{src.name!r} (time_mode={src.time_mode!r}); set the same "
-                                       "time_mode on both")
+        raise _err(
+            table,
+            "time_mode",
+            f"`time_mode`={time_mode!r} disagrees with source "
+            f"{src.name!r} (time_mode={src.time_mode!r}); set the same "
+            "time_mode on both",
+        )
     if renamed or src.sql is not None:
         return  # a SQL pre-stage may rename or synthesize the column; Spark checks it
     if src.event_time_column is not None and src.event_time_column != et:
-        raise _err(table, field, f"`{field}`={et!r} disagrees with source {src.name!r} "
-                                 f"(event_time_column={src.event_time_column!r}); use the same "
-                                 "column in both, or leave the operator's out to inherit it")
+        raise _err(
+            table,
+            field,
+            f"`{field}`={et!r} disagrees with source {src.name!r} "
+            f"(event_time_column={src.event_time_column!r}); use the same "
+            "column in both, or leave the operator's out to inherit it",
+        )
     types = dict(src.ddl_columns())
     if time_mode == "event":
         if et not in types:
-            raise _err(table, field, f"`{field}` {et!r} is not a column of source {src.name!r} "
-                                     f"(its columns: {list(types)}); fix the name")
+            raise _err(
+                table,
+                field,
+                f"`{field}` {et!r} is not a column of source {src.name!r} "
+                f"(its columns: {list(types)}); fix the name",
+            )
         if not _is_timestamp(types[et]):
-            raise _err(table, field, f"`{field}` {et!r} of source {src.name!r} must be a TIMESTAMP "
-                                     f"column (got {types[et]}); convert it in the source's `sql`")
+            raise _err(
+                table,
+                field,
+                f"`{field}` {et!r} of source {src.name!r} must be a TIMESTAMP "
+                f"column (got {types[et]}); convert it in the source's `sql`",
+            )
     elif et in types:
-        raise _err(table, field, f"`time_mode`='processing' synthesizes the event-time column "
-                                 f"{et!r}, but source {src.name!r} already has a column named "
-                                 f"{et!r}; set `{field}` to another name")
+        raise _err(
+            table,
+            field,
+            f"`time_mode`='processing' synthesizes the event-time column "
+            f"{et!r}, but source {src.name!r} already has a column named "
+            f"{et!r}; set `{field}` to another name",
+        )
 
 
-def _check_columns(table: TablePath, key: str, names: Iterable[str], have: list[str] | None,
-                   what: str) -> None:
+def _check_columns(
+    table: TablePath, key: str, names: Iterable[str], have: list[str] | None, what: str
+) -> None:
     if have is None:
         return
     missing = [n for n in names if n not in have]
     if missing:
-        raise _err(table, key, f"`{key}` names column(s) {missing} absent from {what} (its "
-                               f"columns: {have}); fix the name or add the column")
+        raise _err(
+            table,
+            key,
+            f"`{key}` names column(s) {missing} absent from {what} (its "
+            f"columns: {have}); fix the name or add the column",
+        )
 
 
 def _join_side_columns(p: Pipeline) -> tuple[list[str] | None, list[str] | None]:
@@ -946,9 +1039,13 @@ def _check_unique_sources(sources: Sequence[Source]) -> None:
     seen: dict[str, int] = {}
     for i, s in enumerate(sources):
         if s.name in seen:
-            raise _err(("sources", i), "name", f"duplicate source name {s.name!r} (also "
-                                               f"{_label(('sources', seen[s.name]))}); source "
-                                               "names must be unique")
+            raise _err(
+                ("sources", i),
+                "name",
+                f"duplicate source name {s.name!r} (also "
+                f"{_label(('sources', seen[s.name]))}); source "
+                "names must be unique",
+            )
         seen[s.name] = i
 
 
@@ -959,12 +1056,20 @@ def _validate(p: Pipeline) -> None:
         raise _err((), None, "a pipeline needs at least one [[sources]] table")
     # Exactly one operator.
     if p.join is not None and p.window is not None:
-        raise _err(("transform",), None, "a window and a join in one pipeline: [transform.join] "
-                                         "and [transform.window] are mutually exclusive; chain "
-                                         "two pipelines to aggregate a join's output")
+        raise _err(
+            ("transform",),
+            None,
+            "a window and a join in one pipeline: [transform.join] "
+            "and [transform.window] are mutually exclusive; chain "
+            "two pipelines to aggregate a join's output",
+        )
     if p.join is None and p.window is None:
-        raise _err(("transform",), None, "the pipeline has no operator: add a [transform.join] "
-                                         "or a [transform.window] table (`join` or `window`)")
+        raise _err(
+            ("transform",),
+            None,
+            "the pipeline has no operator: add a [transform.join] "
+            "or a [transform.window] table (`join` or `window`)",
+        )
     if p.join is not None:
         _validate_join(p)
     else:
@@ -974,29 +1079,49 @@ def _validate(p: Pipeline) -> None:
     op = p.join if p.join is not None else p.window
     assert op is not None
     if op.late_data == "dlq" and p.dead_letter is None:
-        raise _err(op_table, "late_data", "late_data='dlq' needs a [dead_letter] target for the "
-                                          "dead letters (`dead_letter` in Python); add one, e.g. "
-                                          "[dead_letter] kind = \"duckdb\"")
+        raise _err(
+            op_table,
+            "late_data",
+            "late_data='dlq' needs a [dead_letter] target for the "
+            "dead letters (`dead_letter` in Python); add one, e.g. "
+            '[dead_letter] kind = "duckdb"',
+        )
     if op.late_data != "dlq" and p.dead_letter is not None:
-        raise _err(("dead_letter",), None, f"a [dead_letter] target only receives rows under "
-                                           f"late_data='dlq' (got late_data={op.late_data!r}); "
-                                           "remove it or set late_data = \"dlq\"")
+        raise _err(
+            ("dead_letter",),
+            None,
+            f"a [dead_letter] target only receives rows under "
+            f"late_data='dlq' (got late_data={op.late_data!r}); "
+            'remove it or set late_data = "dlq"',
+        )
     if p.dead_letter is not None and p.dead_letter.key is not None:
-        raise _err(("dead_letter",), "key", "`key` does not apply to [dead_letter] (dead letters "
-                                            "are appended per micro-batch); remove it")
+        raise _err(
+            ("dead_letter",),
+            "key",
+            "`key` does not apply to [dead_letter] (dead letters "
+            "are appended per micro-batch); remove it",
+        )
     # Output columns and the target key.
     names = _output_columns(p)
     if names is not None:
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
-            raise _err(op_table, None, f"output columns {dupes} appear twice (from `left_prefix`, "
-                                       "`right_prefix`, `output_left_columns`, "
-                                       "`output_right_columns`); choose distinct prefixes or "
-                                       "select fewer columns")
+            raise _err(
+                op_table,
+                None,
+                f"output columns {dupes} appear twice (from `left_prefix`, "
+                "`right_prefix`, `output_left_columns`, "
+                "`output_right_columns`); choose distinct prefixes or "
+                "select fewer columns",
+            )
         bad = [n for n in names if n.startswith(RESERVED_PREFIX)]
         if bad:
-            raise _err(op_table, None, f"output columns {bad} use the reserved prefix "
-                                       f"{RESERVED_PREFIX!r}; change the prefix")
+            raise _err(
+                op_table,
+                None,
+                f"output columns {bad} use the reserved prefix "
+                f"{RESERVED_PREFIX!r}; change the prefix",
+            )
     key = p.target.key
     if key is not None and names is not None:
         usable = [n for n in names if n != DEAD_LETTER_COLUMN]
@@ -1009,28 +1134,44 @@ def _validate_join(p: Pipeline) -> None:
     for fname, value in (("window_source", p.window_source), ("transform_sql", p.transform_sql)):
         if value is not None:
             table: TablePath = _WINDOW_TABLE if fname == "window_source" else ("transform",)
-            raise _err(table, _toml_key(fname), f"`{fname}` ({_label(table)} "
-                                                f"{_toml_key(fname)}) only applies to a window "
-                                                f"(got {fname}={value!r}); for a join give "
-                                                "each source its own `sql` pre-stage")
+            raise _err(
+                table,
+                _toml_key(fname),
+                f"`{fname}` ({_label(table)} "
+                f"{_toml_key(fname)}) only applies to a window "
+                f"(got {fname}={value!r}); for a join give "
+                "each source its own `sql` pre-stage",
+            )
     for key in ("left_source", "right_source"):
         if getattr(p, key) is None:
-            raise _err(_JOIN_TABLE, None, f"`{key}` is required: the join reads two sources by "
-                                          f"name (sources: "
-                                          f"{', '.join(repr(s.name) for s in p.sources)})")
+            raise _err(
+                _JOIN_TABLE,
+                None,
+                f"`{key}` is required: the join reads two sources by "
+                f"name (sources: "
+                f"{', '.join(repr(s.name) for s in p.sources)})",
+            )
     assert p.left_source is not None and p.right_source is not None
     left = _resolve_source(p.sources, p.left_source, _JOIN_TABLE, "left_source")
     right = _resolve_source(p.sources, p.right_source, _JOIN_TABLE, "right_source")
     if left.name == right.name:
-        raise _err(_JOIN_TABLE, "right_source", f"`left_source` and `right_source` are both "
-                                                f"{left.name!r}; a stream-stream join needs two "
-                                                "different sources (declare a stream twice, "
-                                                "under two names, to join it with itself)")
+        raise _err(
+            _JOIN_TABLE,
+            "right_source",
+            f"`left_source` and `right_source` are both "
+            f"{left.name!r}; a stream-stream join needs two "
+            "different sources (declare a stream twice, "
+            "under two names, to join it with itself)",
+        )
     for i, s in enumerate(p.sources):
         if s.name not in (left.name, right.name):
-            raise _err(("sources", i), "name", f"source {s.name!r} is not read by the join "
-                                               f"(left_source={left.name!r}, "
-                                               f"right_source={right.name!r}); remove it")
+            raise _err(
+                ("sources", i),
+                "name",
+                f"source {s.name!r} is not read by the join "
+                f"(left_source={left.name!r}, "
+                f"right_source={right.name!r}); remove it",
+            )
     left_cols, right_cols = _join_side_columns(p)
     for side, src, cols, keys, sel in (
         ("left", left, left_cols, j.left_keys, j.output_left_columns),
@@ -1038,8 +1179,11 @@ def _validate_join(p: Pipeline) -> None:
     ):
         et = j.side_event_time_column(side)
         assert et is not None
-        field = (f"{side}_event_time_column"
-                 if getattr(j, f"{side}_event_time_column") is not None else "event_time_column")
+        field = (
+            f"{side}_event_time_column"
+            if getattr(j, f"{side}_event_time_column") is not None
+            else "event_time_column"
+        )
         _check_event_time(p, src, _JOIN_TABLE, field, et, j.time_mode, renamed=False)
         what = f"the {side} source {src.name!r}"
         _check_columns(_JOIN_TABLE, f"{side}_keys", keys, cols, what)
@@ -1051,16 +1195,24 @@ def _validate_window(p: Pipeline) -> None:
     assert w is not None
     for key in ("left_source", "right_source"):
         if getattr(p, key) is not None:
-            raise _err(_JOIN_TABLE, key, f"`{key}` only applies to a join (got "
-                                         f"{key}={getattr(p, key)!r}); remove it")
+            raise _err(
+                _JOIN_TABLE,
+                key,
+                f"`{key}` only applies to a join (got {key}={getattr(p, key)!r}); remove it",
+            )
     src = _window_source(p.sources, p.window_source)
     for i, s in enumerate(p.sources):
         if s.name != src.name:
-            raise _err(("sources", i), "name", f"source {s.name!r} is not read by the window "
-                                               f"(it aggregates {src.name!r}); remove it")
+            raise _err(
+                ("sources", i),
+                "name",
+                f"source {s.name!r} is not read by the window "
+                f"(it aggregates {src.name!r}); remove it",
+            )
     renamed = p.transform_sql is not None
-    _check_event_time(p, src, _WINDOW_TABLE, "event_time_column", w.event_time_column,
-                      w.time_mode, renamed)
+    _check_event_time(
+        p, src, _WINDOW_TABLE, "event_time_column", w.event_time_column, w.time_mode, renamed
+    )
     cols = _input_columns(src, w.time_mode, w.event_time_column, renamed=renamed)
     what = f"source {src.name!r}"
     _check_columns(_WINDOW_TABLE, "group_by", w.group_by, cols, what)
@@ -1079,11 +1231,17 @@ def _join_defaults(pipeline_name: str, left: Source | None, right: Source | None
     lt = left.event_time_column if left is not None else None
     rt = right.event_time_column if right is not None else None
     if lt is not None and lt == rt:
-        et: dict[str, Any] = {"event_time_column": lt, "left_event_time_column": None,
-                              "right_event_time_column": None}
+        et: dict[str, Any] = {
+            "event_time_column": lt,
+            "left_event_time_column": None,
+            "right_event_time_column": None,
+        }
     else:
-        et = {"event_time_column": None, "left_event_time_column": lt,
-              "right_event_time_column": rt}
+        et = {
+            "event_time_column": None,
+            "left_event_time_column": lt,
+            "right_event_time_column": rt,
+        }
     modes = {s.time_mode for s in (left, right) if s is not None}
     time_mode = modes.pop() if len(modes) == 1 else "event"
     return {"name": pipeline_name, "time_mode": time_mode, **et}
@@ -1112,8 +1270,15 @@ def _field_default(f: dataclasses.Field[Any]) -> Any:
 # --------------------------------------------------------------------------------------------
 
 _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+\Z")
-_ESCAPES = {"\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r", '"': '\\"',
-            "\\": "\\\\"}
+_ESCAPES = {
+    "\b": "\\b",
+    "\t": "\\t",
+    "\n": "\\n",
+    "\f": "\\f",
+    "\r": "\\r",
+    '"': '\\"',
+    "\\": "\\\\",
+}
 
 
 def _fmt_str(s: str, *, multiline: bool) -> str:
@@ -1167,9 +1332,20 @@ def _fmt(value: Any, *, inline: bool = False) -> str:
 # Key order in the TOML (seed order); fields not listed follow in declaration order.
 _KEY_ORDER: dict[type, tuple[str, ...]] = {
     Source: ("name", "format", "path", "schema", "event_time_column", "time_mode", "sql"),
-    Window: ("kind", "duration_ms", "hop_ms", "gap_ms", "event_time_column", "time_mode",
-             "lateness_ms", "group_by", "late_data", "allowed_lateness_ms", "dlq_horizon_ms",
-             "max_groups_per_window"),
+    Window: (
+        "kind",
+        "duration_ms",
+        "hop_ms",
+        "gap_ms",
+        "event_time_column",
+        "time_mode",
+        "lateness_ms",
+        "group_by",
+        "late_data",
+        "allowed_lateness_ms",
+        "dlq_horizon_ms",
+        "max_groups_per_window",
+    ),
     Aggregation: ("agg", "column", "mode", "max_distinct_values_per_group", "as_"),
 }
 
@@ -1180,8 +1356,9 @@ def _ordered_fields(obj: Any) -> list[dataclasses.Field[Any]]:
     return sorted(fs, key=lambda f: order.index(f.name) if f.name in order else len(order))
 
 
-def _non_default(obj: Any, defaults: Mapping[str, Any] | None = None,
-                 skip: Sequence[str] = ()) -> list[tuple[str, Any]]:
+def _non_default(
+    obj: Any, defaults: Mapping[str, Any] | None = None, skip: Sequence[str] = ()
+) -> list[tuple[str, Any]]:
     """Return ``(toml key, value)`` for every field of ``obj`` that differs from its default."""
     out = []
     for f in _ordered_fields(obj):
@@ -1213,8 +1390,11 @@ def _write(p: Pipeline) -> str:
         # The three event-time fields are left out together when they are what the sources
         # imply; otherwise each one that is set is written (reading fills nothing then).
         et_implied = all(et_now[f] == defaults[f] for f in _ET_FIELDS)
-        items: list[tuple[str, Any]] = [("kind", JOIN_KIND), ("left_source", p.left_source),
-                                        ("right_source", p.right_source)]
+        items: list[tuple[str, Any]] = [
+            ("kind", JOIN_KIND),
+            ("left_source", p.left_source),
+            ("right_source", p.right_source),
+        ]
         for k, v in _non_default(j, {f: v for f, v in defaults.items() if f not in _ET_FIELDS}):
             if k in _ET_FIELDS and (et_implied or v is None):
                 continue
@@ -1225,8 +1405,9 @@ def _write(p: Pipeline) -> str:
         src_name = p.resolved_window_source()
         assert src_name is not None
         items = [("source", p.window_source)] if p.window_source is not None else []
-        items += _non_default(w, _window_defaults(p.name, p.source(src_name)),
-                              skip=("aggregations",))
+        items += _non_default(
+            w, _window_defaults(p.name, p.source(src_name)), skip=("aggregations",)
+        )
         _table(lines, "[transform.window]", items)
         for a in w.aggregations:
             _table(lines, "[[transform.window.aggregations]]", _non_default(a))
@@ -1356,7 +1537,7 @@ def _scan(line: str, pos: int, depth: int) -> tuple[str, int]:
         if ch == "#":
             break
         if line.startswith('"""', i) or line.startswith("'''", i):
-            delim = line[i:i + 3]
+            delim = line[i : i + 3]
             end = _find_close(line, i + 3, delim)
             if end < 0:
                 return delim, depth
@@ -1387,8 +1568,9 @@ _WINDOW_FIXED = {"crash_recovery": "at_least_once", "on_state_cap": "fail"}
 _HINTS = {
     "source_idleness_ms": (
         "Spark has no per-source idleness fallback; to let a quiet source not hold the "
-        "watermark back, set [spark] conf = { \"spark.sql.streaming.multipleWatermarkPolicy\" "
-        "= \"max\" }. "),
+        'watermark back, set [spark] conf = { "spark.sql.streaming.multipleWatermarkPolicy" '
+        '= "max" }. '
+    ),
     "as_": "the alias is spelled `as` in TOML. ",
 }
 
@@ -1448,8 +1630,9 @@ class _Reader:
                 continue
             close = difflib.get_close_matches(key, valid, n=1)
             hint = _HINTS.get(key, f"did you mean `{close[0]}`? " if close else "")
-            raise self.fail(table, key, f"unknown key `{key}`; {hint}valid keys: "
-                                        f"{', '.join(sorted(valid))}")
+            raise self.fail(
+                table, key, f"unknown key `{key}`; {hint}valid keys: {', '.join(sorted(valid))}"
+            )
 
     def require(self, data: Mapping[str, Any], table: TablePath, keys: Sequence[str]) -> None:
         for key in keys:
@@ -1465,16 +1648,18 @@ class _Reader:
             where = f" in {self.path}" if self.path else ""
             msg = f"invalid TOML{where}: {exc}"
             raise ConfigError(msg) from exc
-        self.check_keys(doc, (), ["name", "sources", "transform", "target", "dead_letter",
-                                  "spark"])
+        self.check_keys(doc, (), ["name", "sources", "transform", "target", "dead_letter", "spark"])
         self.require(doc, (), ["name", "sources", "target"])
         name = doc["name"]
         if not isinstance(name, str):
             raise self.fail((), "name", f"`name` must be a string (got name={name!r})")
         raw_sources = doc["sources"]
         if not isinstance(raw_sources, list) or not all(isinstance(s, dict) for s in raw_sources):
-            raise self.fail((), "sources", "`sources` must be an array of tables: one [[sources]] "
-                                           "table per source")
+            raise self.fail(
+                (),
+                "sources",
+                "`sources` must be an array of tables: one [[sources]] table per source",
+            )
         sources = []
         for i, raw in enumerate(raw_sources):
             table: TablePath = ("sources", i)
@@ -1489,10 +1674,14 @@ class _Reader:
         transform = self.table(doc.get("transform", {}), ("transform",), "[transform]")
         self.check_keys(transform, ("transform",), ["sql", "join", "window"])
         if "join" in transform and "window" in transform:
-            raise self.fail(("transform",), "window", "a window and a join in one pipeline: "
-                                                      "[transform.join] and [transform.window] "
-                                                      "are mutually exclusive; chain two "
-                                                      "pipelines to aggregate a join's output")
+            raise self.fail(
+                ("transform",),
+                "window",
+                "a window and a join in one pipeline: "
+                "[transform.join] and [transform.window] "
+                "are mutually exclusive; chain two "
+                "pipelines to aggregate a join's output",
+            )
         if "sql" in transform:
             kwargs["transform_sql"] = transform["sql"]
         if "join" in transform:
@@ -1523,8 +1712,9 @@ class _Reader:
         self.check_keys(data, _JOIN_TABLE, ["kind", "left_source", "right_source", *_JOIN_FIELDS])
         kind = data.pop("kind", JOIN_KIND)
         if kind != JOIN_KIND:
-            raise self.fail(_JOIN_TABLE, "kind",
-                            f"`kind` must be {JOIN_KIND!r} (got kind={kind!r})")
+            raise self.fail(
+                _JOIN_TABLE, "kind", f"`kind` must be {JOIN_KIND!r} (got kind={kind!r})"
+            )
         self.require(data, _JOIN_TABLE, ["left_source", "right_source"])
         refs = {}
         for key in ("left_source", "right_source"):
@@ -1541,24 +1731,33 @@ class _Reader:
         data.setdefault("time_mode", defaults["time_mode"])
         data.setdefault("name", defaults["name"])
         spec = self.build(Join, _JOIN_TABLE, data)
-        return {"join": spec, "left_source": refs["left_source"].name,
-                "right_source": refs["right_source"].name}
+        return {
+            "join": spec,
+            "left_source": refs["left_source"].name,
+            "right_source": refs["right_source"].name,
+        }
 
     def window(self, name: str, sources: list[Source], raw: object) -> dict[str, Any]:
         data = dict(self.table(raw, _WINDOW_TABLE, "[transform.window]"))
-        self.check_keys(data, _WINDOW_TABLE, ["source", "aggregations", *_WINDOW_FIXED,
-                                              *_WINDOW_FIELDS])
+        self.check_keys(
+            data, _WINDOW_TABLE, ["source", "aggregations", *_WINDOW_FIXED, *_WINDOW_FIELDS]
+        )
         for key, only in _WINDOW_FIXED.items():
             if key in data and data.pop(key) != only:
-                raise self.fail(_WINDOW_TABLE, key, f"`{key}` must be {only!r} in this version "
-                                                    f"(the other values of seed 001 are reserved)")
+                raise self.fail(
+                    _WINDOW_TABLE,
+                    key,
+                    f"`{key}` must be {only!r} in this version "
+                    f"(the other values of seed 001 are reserved)",
+                )
         out: dict[str, Any] = {}
         src: Source | None = None
         if "source" in data:
             ref = data.pop("source")
             if not isinstance(ref, str):
-                raise self.fail(_WINDOW_TABLE, "source", f"`source` must be a source name (got "
-                                                         f"{ref!r})")
+                raise self.fail(
+                    _WINDOW_TABLE, "source", f"`source` must be a source name (got {ref!r})"
+                )
             out["window_source"] = ref
         try:
             src = _window_source(sources, out.get("window_source"))
@@ -1566,12 +1765,20 @@ class _Reader:
             raise self.located(exc) from exc
         raw_aggs = data.pop("aggregations", None)
         if raw_aggs is None:
-            raise self.fail(_WINDOW_TABLE, None, "missing [[transform.window.aggregations]]: a "
-                                                 "window needs at least one aggregation")
+            raise self.fail(
+                _WINDOW_TABLE,
+                None,
+                "missing [[transform.window.aggregations]]: a "
+                "window needs at least one aggregation",
+            )
         if not isinstance(raw_aggs, list) or not all(isinstance(a, dict) for a in raw_aggs):
-            raise self.fail(_WINDOW_TABLE, "aggregations", "`aggregations` must be an array of "
-                                                           "tables: one "
-                                                           "[[transform.window.aggregations]] each")
+            raise self.fail(
+                _WINDOW_TABLE,
+                "aggregations",
+                "`aggregations` must be an array of "
+                "tables: one "
+                "[[transform.window.aggregations]] each",
+            )
         aggs = []
         for i, a in enumerate(raw_aggs):
             table: TablePath = (*_WINDOW_TABLE, "aggregations", i)
@@ -1584,4 +1791,3 @@ class _Reader:
         self.require(data, _WINDOW_TABLE, ["kind"])
         out["window"] = self.build(Window, _WINDOW_TABLE, {**data, "aggregations": aggs})
         return out
-

@@ -41,13 +41,14 @@ class RunSummary:
 def _check_kafka(spark: Any) -> None:
     try:
         spark.sparkContext._jvm.java.lang.Class.forName(
-            "org.apache.spark.sql.kafka010.KafkaSourceProvider")
+            "org.apache.spark.sql.kafka010.KafkaSourceProvider"
+        )
     except Exception as exc:
         msg = (
             "source format 'kafka' needs Spark's Kafka connector, which is not on the classpath. "
-            "Add it with [spark] conf = { \"spark.jars.packages\" = "
-            "\"org.apache.spark:spark-sql-kafka-0-10_2.13:4.3.0\" } (needs Maven access) or "
-            "{ \"spark.jars\" = \"/path/to/spark-sql-kafka-0-10_2.13-4.3.0.jar,...\" }"
+            'Add it with [spark] conf = { "spark.jars.packages" = '
+            '"org.apache.spark:spark-sql-kafka-0-10_2.13:4.3.0" } (needs Maven access) or '
+            '{ "spark.jars" = "/path/to/spark-sql-kafka-0-10_2.13-4.3.0.jar,..." }'
         )
         raise ConfigError(msg) from exc
 
@@ -73,8 +74,10 @@ def _read_source(spark: Any, src: Any, base: Path) -> Any:
     if src.time_mode == "processing":
         et = src.event_time_column or "event_time"
         if et in df.columns:
-            msg = (f"source {src.name!r}: time_mode='processing' synthesizes {et!r}, which the "
-                   "source already has; rename it or set event_time_column")
+            msg = (
+                f"source {src.name!r}: time_mode='processing' synthesizes {et!r}, which the "
+                "source already has; rename it or set event_time_column"
+            )
             raise ConfigError(msg)
         df = df.withColumn(et, F.current_timestamp())
     if src.sql:
@@ -97,8 +100,12 @@ def build_query_input(spark: Any, pipeline: Any, *, base: Path, counters: Any | 
             df = df.observe(f"src_{src.name}", F.max(src.event_time_column).alias("max_event_time"))
         frames[src.name] = df
     if pipeline.join is not None:
-        return stream_join(frames[pipeline.left_source], frames[pipeline.right_source],
-                           pipeline.join, counters=counters)
+        return stream_join(
+            frames[pipeline.left_source],
+            frames[pipeline.right_source],
+            pipeline.join,
+            counters=counters,
+        )
     assert pipeline.window is not None
     name = pipeline.window_source or pipeline.sources[0].name
     df = frames[name]
@@ -119,10 +126,12 @@ class _Progress:
     def batch(self, p: dict[str, Any], output_rows: int, late: int) -> None:
         ops = p.get("stateOperators") or [{}]
         wm = (p.get("eventTime") or {}).get("watermark", "-")
-        line = (f"[{self.name}] batch {p['batchId']}: in {p.get('numInputRows', 0)} rows, "
-                f"watermark {wm}, out {output_rows} rows, late {late}, "
-                f"state {sum(int(o.get('numRowsTotal') or 0) for o in ops)} groups / "
-                f"{sum(int(o.get('memoryUsedBytes') or 0) for o in ops)} bytes")
+        line = (
+            f"[{self.name}] batch {p['batchId']}: in {p.get('numInputRows', 0)} rows, "
+            f"watermark {wm}, out {output_rows} rows, late {late}, "
+            f"state {sum(int(o.get('numRowsTotal') or 0) for o in ops)} groups / "
+            f"{sum(int(o.get('memoryUsedBytes') or 0) for o in ops)} bytes"
+        )
         if self.tty:
             self.out.write("\r\033[K" + line)
         else:
@@ -169,8 +178,12 @@ def run_pipeline(
     s = pipeline.spark
     if spark is None:
         conf = dict(s.conf or {})
-        spark = local_session(f"interlace-{pipeline.name}", master=s.master,
-                              shuffle_partitions=s.shuffle_partitions, conf=conf)
+        spark = local_session(
+            f"interlace-{pipeline.name}",
+            master=s.master,
+            shuffle_partitions=s.shuffle_partitions,
+            conf=conf,
+        )
     else:
         for k, v in dict(s.conf or {}).items():
             spark.conf.set(k, v)
@@ -180,8 +193,9 @@ def run_pipeline(
     spec = pipeline.join if pipeline.join is not None else pipeline.window
     dlq = DEAD_LETTER_COLUMN in out.columns
     normal_schema = out.drop(DEAD_LETTER_COLUMN).schema if dlq else out.schema
-    target = make_target(pipeline.resolved_target(), pipeline.name, base=base,
-                         default_table=pipeline.name)
+    target = make_target(
+        pipeline.resolved_target(), pipeline.name, base=base, default_table=pipeline.name
+    )
     target.prepare(normal_schema)
     dead = None
     if dlq:
@@ -189,11 +203,14 @@ def run_pipeline(
 
         dl_spec = pipeline.resolved_dead_letter()
         if dl_spec is None:
-            msg = ("late_data='dlq' needs a [dead_letter] target for the dead letters "
-                   "(e.g. kind = \"duckdb\", table = \"dead_letters\")")
+            msg = (
+                "late_data='dlq' needs a [dead_letter] target for the dead letters "
+                '(e.g. kind = "duckdb", table = "dead_letters")'
+            )
             raise ConfigError(msg)
-        dead = make_target(dl_spec, pipeline.name, base=base,
-                           default_table=f"{pipeline.name}_dead_letters")
+        dead = make_target(
+            dl_spec, pipeline.name, base=base, default_table=f"{pipeline.name}_dead_letters"
+        )
         dead.prepare(T.StructType([T.StructField("dead_letter", T.StringType())]))
     metrics = metrics or PipelineMetrics(pipeline.name, kind)
     server = metrics.serve(metrics_port) if metrics_port is not None else None
@@ -204,7 +221,8 @@ def run_pipeline(
         pdf = df.toPandas()
         if dlq:
             letters = pdf.loc[pdf[DEAD_LETTER_COLUMN].notna(), [DEAD_LETTER_COLUMN]].rename(
-                columns={DEAD_LETTER_COLUMN: "dead_letter"})
+                columns={DEAD_LETTER_COLUMN: "dead_letter"}
+            )
             pdf = pdf[pdf[DEAD_LETTER_COLUMN].isna()].drop(columns=[DEAD_LETTER_COLUMN])
             assert dead is not None
             summary.dead_letters += dead.write(letters.reset_index(drop=True), batch_id)
@@ -212,8 +230,13 @@ def run_pipeline(
 
     ckpt = Path(pipeline.checkpoint_path())
     writer = out.writeStream.foreachBatch(sink).option(
-        "checkpointLocation", str(ckpt if ckpt.is_absolute() else base / ckpt))
-    writer = writer.trigger(processingTime="1 second") if continuous else writer.trigger(availableNow=True)
+        "checkpointLocation", str(ckpt if ckpt.is_absolute() else base / ckpt)
+    )
+    writer = (
+        writer.trigger(processingTime="1 second")
+        if continuous
+        else writer.trigger(availableNow=True)
+    )
     query = writer.start()
     reporter = _Progress(progress, pipeline.name) if progress is not None else None
     seen: set[int] = set()
@@ -243,18 +266,26 @@ def run_pipeline(
                     metrics.set_watermark(src, max_event[src] - spec.lateness_ms / 1000)
             wm = (p.get("eventTime") or {}).get("watermark")
             if wm:
-                w = _dt.datetime.strptime(wm, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=_dt.timezone.utc)
+                w = _dt.datetime.strptime(wm, "%Y-%m-%dT%H:%M:%S.%fZ").replace(
+                    tzinfo=_dt.timezone.utc
+                )
                 if w.timestamp() > 0:
                     metrics.set_watermark("_global", w.timestamp() + spec.horizon_ms / 1000)
             summary.batches += 1
             summary.input_rows += int(p.get("numInputRows") or 0)
             summary.output_rows += written.get(bid, 0)
             if reporter is not None:
-                late = sum(v for k, v in totals.items() if k.startswith(("late_dropped", "dead_lettered")))
+                late = sum(
+                    v for k, v in totals.items() if k.startswith(("late_dropped", "dead_lettered"))
+                )
                 reporter.batch(p, written.get(bid, 0), late)
 
     stop = threading.Event()
-    previous = signal.getsignal(signal.SIGINT) if threading.current_thread() is threading.main_thread() else None
+    previous = (
+        signal.getsignal(signal.SIGINT)
+        if threading.current_thread() is threading.main_thread()
+        else None
+    )
 
     def on_sigint(signum: int, frame: Any) -> None:
         stop.set()
@@ -280,7 +311,9 @@ def run_pipeline(
     summary.counters = dict(acc.value)
     summary.seconds = time.time() - started
     if progress is not None:
-        progress.write(f"[{pipeline.name}] done: {summary.batches} batches, {summary.input_rows} rows "
-                       f"in, {summary.output_rows} rows out, {summary.dead_letters} dead letters, "
-                       f"counters {json.dumps(summary.counters, sort_keys=True)}\n")
+        progress.write(
+            f"[{pipeline.name}] done: {summary.batches} batches, {summary.input_rows} rows "
+            f"in, {summary.output_rows} rows out, {summary.dead_letters} dead letters, "
+            f"counters {json.dumps(summary.counters, sort_keys=True)}\n"
+        )
     return summary

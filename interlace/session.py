@@ -34,7 +34,8 @@ def local_session(
     # PySpark 4.3's own worker code (not interlace) triggers this pandas 2.x FutureWarning on
     # every grouped call; local workers inherit the environment, so silence just that message.
     os.environ.setdefault(
-        "PYTHONWARNINGS", "ignore:The behavior of DataFrame concatenation:FutureWarning")
+        "PYTHONWARNINGS", "ignore:The behavior of DataFrame concatenation:FutureWarning"
+    )
     from pyspark.sql import SparkSession
 
     settings = {

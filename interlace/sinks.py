@@ -43,15 +43,18 @@ def split_dead_letters(normal: BatchWriter, dead_letters: BatchWriter) -> BatchW
 
     def write(df: Any, batch_id: int) -> None:
         if DEAD_LETTER_COLUMN not in df.columns:
-            msg = (f"the output has no {DEAD_LETTER_COLUMN!r} column; split_dead_letters only "
-                   "applies to operators built with late_data='dlq'")
+            msg = (
+                f"the output has no {DEAD_LETTER_COLUMN!r} column; split_dead_letters only "
+                "applies to operators built with late_data='dlq'"
+            )
             raise ValueError(msg)
         df = df.persist()
         try:
             normal(df.filter(F.col(DEAD_LETTER_COLUMN).isNull()).drop(DEAD_LETTER_COLUMN), batch_id)
             letters = df.filter(F.col(DEAD_LETTER_COLUMN).isNotNull()).select(
                 F.lit(batch_id).cast("long").alias("batch_id"),
-                F.col(DEAD_LETTER_COLUMN).alias("dead_letter"))
+                F.col(DEAD_LETTER_COLUMN).alias("dead_letter"),
+            )
             dead_letters(letters, batch_id)
         finally:
             df.unpersist()

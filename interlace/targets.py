@@ -30,10 +30,18 @@ def duckdb_type(spark_type: Any) -> str:
     from pyspark.sql import types as T
 
     simple = {
-        T.LongType: "BIGINT", T.IntegerType: "INTEGER", T.ShortType: "SMALLINT",
-        T.ByteType: "TINYINT", T.DoubleType: "DOUBLE", T.FloatType: "REAL",
-        T.StringType: "VARCHAR", T.BooleanType: "BOOLEAN", T.TimestampType: "TIMESTAMP",
-        T.TimestampNTZType: "TIMESTAMP", T.DateType: "DATE", T.BinaryType: "BLOB",
+        T.LongType: "BIGINT",
+        T.IntegerType: "INTEGER",
+        T.ShortType: "SMALLINT",
+        T.ByteType: "TINYINT",
+        T.DoubleType: "DOUBLE",
+        T.FloatType: "REAL",
+        T.StringType: "VARCHAR",
+        T.BooleanType: "BOOLEAN",
+        T.TimestampType: "TIMESTAMP",
+        T.TimestampNTZType: "TIMESTAMP",
+        T.DateType: "DATE",
+        T.BinaryType: "BLOB",
     }
     for cls, name in simple.items():
         if isinstance(spark_type, cls):
@@ -83,8 +91,10 @@ class DuckDBTarget:
         con = duckdb.connect(str(self.path))
         try:
             con.execute(f"CREATE TABLE IF NOT EXISTS {_ident(self.table)} ({', '.join(cols)})")
-            con.execute(f"CREATE TABLE IF NOT EXISTS {_COMMITS} (pipeline VARCHAR, tbl VARCHAR, "
-                        "batch_id BIGINT, rows BIGINT, PRIMARY KEY (pipeline, tbl, batch_id))")
+            con.execute(
+                f"CREATE TABLE IF NOT EXISTS {_COMMITS} (pipeline VARCHAR, tbl VARCHAR, "
+                "batch_id BIGINT, rows BIGINT, PRIMARY KEY (pipeline, tbl, batch_id))"
+            )
         finally:
             con.close()
 
@@ -95,14 +105,18 @@ class DuckDBTarget:
         con = duckdb.connect(str(self.path))
         try:
             con.execute("BEGIN TRANSACTION")
-            done = con.execute(f"SELECT rows FROM {_COMMITS} WHERE pipeline = ? AND tbl = ? AND "
-                               "batch_id = ?", [self.pipeline, self.table, batch_id]).fetchone()
+            done = con.execute(
+                f"SELECT rows FROM {_COMMITS} WHERE pipeline = ? AND tbl = ? AND batch_id = ?",
+                [self.pipeline, self.table, batch_id],
+            ).fetchone()
             if done is not None:
                 con.execute("ROLLBACK")
                 return 0
             n = self._write_rows(con, pdf)
-            con.execute(f"INSERT INTO {_COMMITS} VALUES (?, ?, ?, ?)",
-                        [self.pipeline, self.table, batch_id, n])
+            con.execute(
+                f"INSERT INTO {_COMMITS} VALUES (?, ?, ?, ?)",
+                [self.pipeline, self.table, batch_id, n],
+            )
             con.execute("COMMIT")
         except BaseException:
             con.execute("ROLLBACK")
@@ -129,7 +143,9 @@ class DuckDBTarget:
             pdf = pdf[~pdf["retracted"].fillna(False).astype(bool)]
             if len(gone):
                 con.register("_il_gone", gone[key])
-                cond = " AND ".join(f"{t}.{_ident(k)} IS NOT DISTINCT FROM g.{_ident(k)}" for k in key)
+                cond = " AND ".join(
+                    f"{t}.{_ident(k)} IS NOT DISTINCT FROM g.{_ident(k)}" for k in key
+                )
                 con.execute(f"DELETE FROM {t} WHERE EXISTS (SELECT 1 FROM _il_gone g WHERE {cond})")
                 con.unregister("_il_gone")
                 n_deleted = len(gone)
@@ -140,11 +156,15 @@ class DuckDBTarget:
         if len(pdf) == 0:
             return n_deleted
         con.register("_il_batch", pdf)
-        updates = ", ".join(f"{_ident(c)} = excluded.{_ident(c)}" for c in pdf.columns if c not in key)
+        updates = ", ".join(
+            f"{_ident(c)} = excluded.{_ident(c)}" for c in pdf.columns if c not in key
+        )
         where = f" WHERE excluded.revision >= {t}.revision" if "revision" in pdf.columns else ""
         action = f"DO UPDATE SET {updates}{where}" if updates else "DO NOTHING"
-        con.execute(f"INSERT INTO {t} ({cols}) SELECT {cols} FROM _il_batch "
-                    f"ON CONFLICT ({', '.join(_ident(k) for k in key)}) {action}")
+        con.execute(
+            f"INSERT INTO {t} ({cols}) SELECT {cols} FROM _il_batch "
+            f"ON CONFLICT ({', '.join(_ident(k) for k in key)}) {action}"
+        )
         con.unregister("_il_batch")
         return len(pdf) + n_deleted
 
@@ -194,15 +214,19 @@ class ConsoleTarget:
         return len(pdf)
 
 
-def make_target(spec: Any, pipeline: str, *, base: Path, default_table: str,
-                default_key: Sequence[str] = ()) -> Any:
+def make_target(
+    spec: Any, pipeline: str, *, base: Path, default_table: str, default_key: Sequence[str] = ()
+) -> Any:
     """Build a target from a pipeline's ``[target]`` / ``[dead_letter]`` settings."""
     kind = spec.kind
     if kind == "duckdb":
         path = Path(spec.path or "interlace.duckdb")
-        return DuckDBTarget(path if path.is_absolute() else base / path,
-                            spec.table or _table_name(default_table), pipeline,
-                            tuple(spec.key) if spec.key else tuple(default_key))
+        return DuckDBTarget(
+            path if path.is_absolute() else base / path,
+            spec.table or _table_name(default_table),
+            pipeline,
+            tuple(spec.key) if spec.key else tuple(default_key),
+        )
     if kind == "parquet":
         path = Path(spec.path)
         return ParquetTarget(path if path.is_absolute() else base / path)

@@ -6,10 +6,9 @@ from collections.abc import Iterable, Sequence
 from typing import Any, Literal, get_args
 
 import pyarrow as pa
+from interlace.operators.errors import ConfigError
 from pyspark.sql import DataFrame
 from pyspark.sql import types as T
-
-from interlace.operators.errors import ConfigError
 
 #: Every internal working column starts with this prefix; user columns may not.
 RESERVED_PREFIX = "__il_"
@@ -43,7 +42,9 @@ def check_literal(field: str, value: object, alias: Any) -> None:
         raise ConfigError(msg)
 
 
-def check_int(field: str, value: object, *, minimum: int | None = None, allow_none: bool = False) -> None:
+def check_int(
+    field: str, value: object, *, minimum: int | None = None, allow_none: bool = False
+) -> None:
     """Raise :class:`ConfigError` unless ``value`` is an int (>= ``minimum``)."""
     if value is None and allow_none:
         return
@@ -60,7 +61,7 @@ def as_name_tuple(field: str, value: object, *, allow_none: bool = False) -> tup
     if value is None and allow_none:
         return None
     if isinstance(value, str) or not isinstance(value, Iterable):
-        msg = f"`{field}` must be a list of column names (got {field}={value!r}); e.g. [\"id\"]"
+        msg = f'`{field}` must be a list of column names (got {field}={value!r}); e.g. ["id"]'
         raise ConfigError(msg)
     names = tuple(value)
     for name in names:
@@ -108,8 +109,11 @@ def check_event_time(df: DataFrame, column: str, field: str, what: str) -> None:
     require_columns(df, [column], field, what)
     f = df.schema[column]
     if not isinstance(f.dataType, T.TimestampType):
-        hint = (f"F.col({column!r}).cast('timestamp')" if isinstance(f.dataType, T.TimestampNTZType)
-                else "F.to_timestamp(...) or F.timestamp_micros(...)")
+        hint = (
+            f"F.col({column!r}).cast('timestamp')"
+            if isinstance(f.dataType, T.TimestampNTZType)
+            else "F.to_timestamp(...) or F.timestamp_micros(...)"
+        )
         msg = (
             f"`{field}` column {column!r} of {what} must be a TimestampType column (Spark's "
             f"withWatermark needs one), got {f.dataType.simpleString()}; convert it, e.g. {hint}"

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from interlace.state.errors import InterlaceError, StateDecodeError, StateVersionError
 
-__all__ = ["ConfigError", "InterlaceError", "StateCapError", "StateDecodeError", "StateVersionError"]
+__all__ = [
+    "ConfigError",
+    "InterlaceError",
+    "StateCapError",
+    "StateDecodeError",
+    "StateVersionError",
+]
 
 
 class ConfigError(InterlaceError, ValueError):

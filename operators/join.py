@@ -35,8 +35,6 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
-from numpy.typing import NDArray
-
 from interlace.operators._common import (
     DEAD_LETTER_COLUMN,
     DEFAULT_DLQ_HORIZON_MS,
@@ -63,6 +61,7 @@ from interlace.state.buffers import (
     encode_join_state,
 )
 from interlace.state.keygroups import DEFAULT_KEY_GROUPS, key_group_sql, validate_key_groups
+from numpy.typing import NDArray
 
 __all__ = [
     "Join",
@@ -178,10 +177,16 @@ class Join:
             raise ConfigError(msg)
         setattr_(self, "left_keys", left_keys)
         setattr_(self, "right_keys", right_keys)
-        setattr_(self, "output_left_columns", as_name_tuple(
-            "output_left_columns", self.output_left_columns, allow_none=True))
-        setattr_(self, "output_right_columns", as_name_tuple(
-            "output_right_columns", self.output_right_columns, allow_none=True))
+        setattr_(
+            self,
+            "output_left_columns",
+            as_name_tuple("output_left_columns", self.output_left_columns, allow_none=True),
+        )
+        setattr_(
+            self,
+            "output_right_columns",
+            as_name_tuple("output_right_columns", self.output_right_columns, allow_none=True),
+        )
         check_literal("how", self.how, JoinHow)
         check_literal("late_data", self.late_data, LateData)
         check_literal("time_mode", self.time_mode, TimeMode)
@@ -289,12 +294,19 @@ class Join:
 
     def state_fingerprint(self, left_columns: Sequence[str], right_columns: Sequence[str]) -> str:
         """Fingerprint of the fields that give buffered state its meaning."""
-        return blob.fingerprint({
-            "left_keys": list(self.left_keys), "right_keys": list(self.right_keys),
-            "how": self.how, "lower": self.lower, "upper": self.upper,
-            "allowance": self.allowance_ms, "key_groups": self.key_groups,
-            "left_columns": list(left_columns), "right_columns": list(right_columns),
-        })
+        return blob.fingerprint(
+            {
+                "left_keys": list(self.left_keys),
+                "right_keys": list(self.right_keys),
+                "how": self.how,
+                "lower": self.lower,
+                "upper": self.upper,
+                "allowance": self.allowance_ms,
+                "key_groups": self.key_groups,
+                "left_columns": list(left_columns),
+                "right_columns": list(right_columns),
+            }
+        )
 
 
 # --------------------------------------------------------------------------------------------
@@ -362,8 +374,12 @@ class JoinPlan:
         """Resolve ``spec`` against the Arrow schemas of the two inputs (no Spark needed)."""
         left_names, right_names = tuple(left.names), tuple(right.names)
         _check_keys_and_outputs(spec, left_names, right_names)
-        lpay = pa.schema([pa.field(f"{LEFT_PREFIX_INTERNAL}{i}", f.type) for i, f in enumerate(left)])
-        rpay = pa.schema([pa.field(f"{RIGHT_PREFIX_INTERNAL}{i}", f.type) for i, f in enumerate(right)])
+        lpay = pa.schema(
+            [pa.field(f"{LEFT_PREFIX_INTERNAL}{i}", f.type) for i, f in enumerate(left)]
+        )
+        rpay = pa.schema(
+            [pa.field(f"{RIGHT_PREFIX_INTERNAL}{i}", f.type) for i, f in enumerate(right)]
+        )
         lki = tuple(lpay.names[left_names.index(k)] for k in spec.left_keys)
         rki = tuple(rpay.names[right_names.index(k)] for k in spec.right_keys)
         key_types = tuple(
@@ -374,13 +390,21 @@ class JoinPlan:
         input_fields = [pa.field(SIDE_COLUMN, pa.int32()), pa.field(TIME_COLUMN, pa.int64())]
         input_schema = pa.schema(input_fields + list(lpay) + list(rpay))
         return cls(
-            how=spec.how, late_data=spec.late_data,
-            lower_us=spec.lower * 1000, upper_us=spec.upper * 1000,
-            allowance_us=spec.allowance_ms * 1000, horizon_ms=spec.horizon_ms,
-            left_payload=lpay, right_payload=rpay,
-            left_names=left_names, right_names=right_names,
-            left_key_internal=lki, right_key_internal=rki, key_types=key_types,
-            outputs=outputs, fp=spec.state_fingerprint(left_names, right_names),
+            how=spec.how,
+            late_data=spec.late_data,
+            lower_us=spec.lower * 1000,
+            upper_us=spec.upper * 1000,
+            allowance_us=spec.allowance_ms * 1000,
+            horizon_ms=spec.horizon_ms,
+            left_payload=lpay,
+            right_payload=rpay,
+            left_names=left_names,
+            right_names=right_names,
+            left_key_internal=lki,
+            right_key_internal=rki,
+            key_types=key_types,
+            outputs=outputs,
+            fp=spec.state_fingerprint(left_names, right_names),
             input_schema=input_schema,
         )
 
@@ -401,16 +425,22 @@ def _check_keys_and_outputs(spec: Join, left: Sequence[str], right: Sequence[str
             raise ConfigError(msg)
 
 
-def _output_columns(spec: Join, left: Sequence[str], right: Sequence[str]) -> tuple[OutputColumn, ...]:
+def _output_columns(
+    spec: Join, left: Sequence[str], right: Sequence[str]
+) -> tuple[OutputColumn, ...]:
     lsel = spec.output_left_columns if spec.output_left_columns is not None else tuple(left)
     rsel = spec.output_right_columns if spec.output_right_columns is not None else tuple(right)
     if spec.how in ("left_semi", "left_anti"):
         outs = [OutputColumn(c, LEFT, f"{LEFT_PREFIX_INTERNAL}{left.index(c)}") for c in lsel]
     else:
-        outs = [OutputColumn(spec.left_prefix + c, LEFT, f"{LEFT_PREFIX_INTERNAL}{left.index(c)}")
-                for c in lsel]
-        outs += [OutputColumn(spec.right_prefix + c, RIGHT, f"{RIGHT_PREFIX_INTERNAL}{right.index(c)}")
-                 for c in rsel]
+        outs = [
+            OutputColumn(spec.left_prefix + c, LEFT, f"{LEFT_PREFIX_INTERNAL}{left.index(c)}")
+            for c in lsel
+        ]
+        outs += [
+            OutputColumn(spec.right_prefix + c, RIGHT, f"{RIGHT_PREFIX_INTERNAL}{right.index(c)}")
+            for c in rsel
+        ]
     names = [o.name for o in outs] + ([DEAD_LETTER_COLUMN] if spec.late_data == "dlq" else [])
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
@@ -452,8 +482,10 @@ def _common_key_arrow_type(
     numeric = (pa.types.is_integer, pa.types.is_floating, pa.types.is_decimal)
     if any(p(ltype) for p in numeric) and any(p(rtype) for p in numeric):
         return pa.float64()
-    if pa.types.is_string(ltype) and pa.types.is_large_string(rtype) or (
-        pa.types.is_large_string(ltype) and pa.types.is_string(rtype)
+    if (
+        pa.types.is_string(ltype)
+        and pa.types.is_large_string(rtype)
+        or (pa.types.is_large_string(ltype) and pa.types.is_string(rtype))
     ):
         return pa.large_string()
     msg = (
@@ -493,7 +525,11 @@ def _i64(a: pa.ChunkedArray | pa.Array) -> NDArray[np.int64]:
 
 
 def _key_codes(
-    plan: JoinPlan, probe: pa.Table, probe_keys: Sequence[str], build: pa.Table, build_keys: Sequence[str]
+    plan: JoinPlan,
+    probe: pa.Table,
+    probe_keys: Sequence[str],
+    build: pa.Table,
+    build_keys: Sequence[str],
 ) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
     """Encode the key tuples of ``probe`` and ``build`` as shared ints; -1 where a key is null."""
     n_p = probe.num_rows
@@ -563,7 +599,9 @@ class _Out:
         self.wm_us = wm_us
         self.parts: list[pa.Table] = []
         self.types = {
-            o.name: (plan.left_payload if o.side == LEFT else plan.right_payload).field(o.internal).type
+            o.name: (plan.left_payload if o.side == LEFT else plan.right_payload)
+            .field(o.internal)
+            .type
             for o in plan.outputs
         }
 
@@ -601,8 +639,14 @@ class _Out:
         # A Python loop, off the hot path: it runs only over late rows under dlq.
         wm_ms = None if self.wm_us is None else self.wm_us // 1000
         letters = [
-            json.dumps({"side": _SIDE_NAMES[side], "reason": reason, "watermark": wm_ms,
-                        "row": {k: _json_value(v) for k, v in r.items()}})
+            json.dumps(
+                {
+                    "side": _SIDE_NAMES[side],
+                    "reason": reason,
+                    "watermark": wm_ms,
+                    "row": {k: _json_value(v) for k, v in r.items()},
+                }
+            )
             for r in records
         ]
         cols = [pa.nulls(n, self.types[o.name]) for o in self.plan.outputs]
@@ -680,7 +724,9 @@ def step(plan: JoinPlan, state: JoinBuffers, batch: pa.Table, wm_us: int | None)
         name = _SIDE_NAMES[s]
         # A row without an event time can be neither judged nor matched: dead-letter it under
         # dlq (reason "null_event_time"), else count it.
-        null_t = np.asarray(rows.column(TIME_COLUMN).is_null().to_numpy(zero_copy_only=False), dtype=bool)
+        null_t = np.asarray(
+            rows.column(TIME_COLUMN).is_null().to_numpy(zero_copy_only=False), dtype=bool
+        )
         if null_t.any():
             if plan.dlq:
                 out.dead_letters(s, rows.filter(pa.array(null_t)), reason="null_event_time")
@@ -694,7 +740,9 @@ def step(plan: JoinPlan, state: JoinBuffers, batch: pa.Table, wm_us: int | None)
                 n_late = int(late.sum())
                 if plan.dlq:
                     out.dead_letters(s, rows.filter(pa.array(late)))
-                    counters[f"dead_lettered_{name}"] = counters.get(f"dead_lettered_{name}", 0) + n_late
+                    counters[f"dead_lettered_{name}"] = (
+                        counters.get(f"dead_lettered_{name}", 0) + n_late
+                    )
                 else:
                     counters[f"late_dropped_{name}"] = n_late
                 rows = rows.filter(pa.array(~late))
@@ -706,7 +754,9 @@ def step(plan: JoinPlan, state: JoinBuffers, batch: pa.Table, wm_us: int | None)
                     out.add(nulls, None, None, None, nulls.num_rows)
                 else:
                     out.add(None, None, nulls, None, nulls.num_rows)
-                counters[f"unmatched_{name}"] = counters.get(f"unmatched_{name}", 0) + nulls.num_rows
+                counters[f"unmatched_{name}"] = (
+                    counters.get(f"unmatched_{name}", 0) + nulls.num_rows
+                )
             else:
                 counters[f"null_key_dropped_{name}"] = nulls.num_rows
             rows = rows.filter(pa.array(~null_key))
@@ -714,17 +764,28 @@ def step(plan: JoinPlan, state: JoinBuffers, batch: pa.Table, wm_us: int | None)
 
     new_left, new_right = incoming[LEFT], incoming[RIGHT]
     left_buf, right_buf = state.left, state.right
-    right_m = np.asarray(right_buf.column(MATCHED_COLUMN).to_numpy(zero_copy_only=False), dtype=bool)
-    old_left_m = np.asarray(left_buf.column(MATCHED_COLUMN).to_numpy(zero_copy_only=False), dtype=bool)
+    right_m = np.asarray(
+        right_buf.column(MATCHED_COLUMN).to_numpy(zero_copy_only=False), dtype=bool
+    )
+    old_left_m = np.asarray(
+        left_buf.column(MATCHED_COLUMN).to_numpy(zero_copy_only=False), dtype=bool
+    )
     n_matches = 0
 
     # Phase 1: this call's left rows against the right buffer (r.t in [l.t+lower, l.t+upper]).
     new_left_m = np.zeros(new_left.num_rows, dtype=bool)
     if new_left.num_rows and right_buf.num_rows:
-        pcode, bcode = _key_codes(plan, new_left, plan.left_key_internal, right_buf, plan.right_key_internal)
+        pcode, bcode = _key_codes(
+            plan, new_left, plan.left_key_internal, right_buf, plan.right_key_internal
+        )
         lt = _i64(new_left.column(TIME_COLUMN))
-        pi, bi = _interval_pairs(pcode, lt + plan.lower_us, lt + plan.upper_us, bcode,
-                                 _i64(right_buf.column(TIME_COLUMN)))
+        pi, bi = _interval_pairs(
+            pcode,
+            lt + plan.lower_us,
+            lt + plan.upper_us,
+            bcode,
+            _i64(right_buf.column(TIME_COLUMN)),
+        )
         new_left_m[pi] = True
         right_m[bi] = True
         if how not in ("left_semi", "left_anti"):
@@ -733,17 +794,25 @@ def step(plan: JoinPlan, state: JoinBuffers, batch: pa.Table, wm_us: int | None)
 
     # Insert this call's left rows; phase 2 then sees them.
     new_left_buf = new_left.append_column(MATCHED_COLUMN, pa.array(new_left_m)).select(
-        plan.left_buffer_schema.names)
-    left_all = pa.concat_tables([left_buf, new_left_buf]).combine_chunks() if new_left.num_rows else left_buf
+        plan.left_buffer_schema.names
+    )
+    left_all = (
+        pa.concat_tables([left_buf, new_left_buf]).combine_chunks()
+        if new_left.num_rows
+        else left_buf
+    )
     left_m = np.concatenate([old_left_m, new_left_m])
 
     # Phase 2: this call's right rows against the left buffer (l.t in [r.t-upper, r.t-lower]).
     new_right_m = np.zeros(new_right.num_rows, dtype=bool)
     if new_right.num_rows and left_all.num_rows:
-        pcode, bcode = _key_codes(plan, new_right, plan.right_key_internal, left_all, plan.left_key_internal)
+        pcode, bcode = _key_codes(
+            plan, new_right, plan.right_key_internal, left_all, plan.left_key_internal
+        )
         rt = _i64(new_right.column(TIME_COLUMN))
-        pi, bi = _interval_pairs(pcode, rt - plan.upper_us, rt - plan.lower_us, bcode,
-                                 _i64(left_all.column(TIME_COLUMN)))
+        pi, bi = _interval_pairs(
+            pcode, rt - plan.upper_us, rt - plan.lower_us, bcode, _i64(left_all.column(TIME_COLUMN))
+        )
         new_right_m[pi] = True
         left_m[bi] = True
         if how not in ("left_semi", "left_anti"):
@@ -760,12 +829,19 @@ def step(plan: JoinPlan, state: JoinBuffers, batch: pa.Table, wm_us: int | None)
         counters["semi"] = len(idx)
 
     new_right_buf = new_right.append_column(MATCHED_COLUMN, pa.array(new_right_m)).select(
-        plan.right_buffer_schema.names)
+        plan.right_buffer_schema.names
+    )
     right_buf = right_buf.set_column(
-        right_buf.schema.get_field_index(MATCHED_COLUMN), MATCHED_COLUMN, pa.array(right_m))
-    right_all = pa.concat_tables([right_buf, new_right_buf]).combine_chunks() if new_right.num_rows else right_buf
+        right_buf.schema.get_field_index(MATCHED_COLUMN), MATCHED_COLUMN, pa.array(right_m)
+    )
+    right_all = (
+        pa.concat_tables([right_buf, new_right_buf]).combine_chunks()
+        if new_right.num_rows
+        else right_buf
+    )
     left_all = left_all.set_column(
-        left_all.schema.get_field_index(MATCHED_COLUMN), MATCHED_COLUMN, pa.array(left_m))
+        left_all.schema.get_field_index(MATCHED_COLUMN), MATCHED_COLUMN, pa.array(left_m)
+    )
     right_m = np.concatenate([right_m, new_right_m])
 
     # Eviction: wm > close. Semi/anti also drop matched left rows at once: they can never be
@@ -834,7 +910,8 @@ class JoinFunction:
         wm_us = (spark_wm_ms + plan.horizon_ms) * 1000 if spark_wm_ms > 0 else None
         if state.exists:
             buffers = decode_join_state(
-                state.get[0], plan.fp, plan.left_buffer_schema, plan.right_buffer_schema)
+                state.get[0], plan.fp, plan.left_buffer_schema, plan.right_buffer_schema
+            )
         else:
             buffers = JoinBuffers.empty(plan.left_buffer_schema, plan.right_buffer_schema)
         batch = frames_to_table(plan.input_schema, frames)
@@ -857,7 +934,8 @@ def frames_to_table(schema: pa.Schema, frames: Iterator[pd.DataFrame]) -> pa.Tab
     """Concatenate Spark's input frames into one Arrow table with ``schema``'s columns."""
     tables = [
         pa.Table.from_pandas(f[schema.names], schema=schema, preserve_index=False)
-        for f in frames if len(f)
+        for f in frames
+        if len(f)
     ]
     if not tables:
         return schema.empty_table()
@@ -909,7 +987,8 @@ class JoinOperator:
     def apply(self) -> Any:
         """Run ``groupBy().applyInPandasWithState`` and return the output DataFrame."""
         return self.prepared.groupBy(*self.group_columns).applyInPandasWithState(
-            self.func, self.output_schema, self.state_schema, self.output_mode, self.timeout_conf)
+            self.func, self.output_schema, self.state_schema, self.output_mode, self.timeout_conf
+        )
 
 
 def _spark_common_key_type(lt: Any, rt: Any) -> Any:
@@ -923,6 +1002,7 @@ def _spark_common_key_type(lt: Any, rt: Any) -> Any:
         return T.LongType()
     exact = (*integral, T.DecimalType)
     if isinstance(lt, exact) and isinstance(rt, exact):
+
         def dec(t: Any) -> tuple[int, int]:
             return (t.precision, t.scale) if isinstance(t, T.DecimalType) else (20, 0)
 
@@ -964,8 +1044,11 @@ def prepare_join(left: Any, right: Any, spec: Join, *, counters: Any | None = No
         reject_reserved(df, what)
         et = spec.side_event_time_column(name)
         assert et is not None
-        field_name = f"{name}_event_time_column" if (
-            getattr(spec, f"{name}_event_time_column") is not None) else "event_time_column"
+        field_name = (
+            f"{name}_event_time_column"
+            if (getattr(spec, f"{name}_event_time_column") is not None)
+            else "event_time_column"
+        )
         if spec.time_mode == "processing":
             if et in df.columns:
                 msg = (
@@ -998,7 +1081,9 @@ def prepare_join(left: Any, right: Any, spec: Join, *, counters: Any | None = No
         own = df.columns
         base = df.select(F.col(f"`{et}`").alias(EVENT_TIME_COLUMN), *[F.col(f"`{c}`") for c in own])
         base = base.withWatermark(EVENT_TIME_COLUMN, f"{spec.watermark_delay_ms} milliseconds")
-        kg_inputs = [f"CAST(`{k}` AS {t.simpleString()})" for k, t in zip(keys, key_types, strict=True)]
+        kg_inputs = [
+            f"CAST(`{k}` AS {t.simpleString()})" for k, t in zip(keys, key_types, strict=True)
+        ]
         cols = [
             F.lit(side).cast("int").alias(SIDE_COLUMN),
             F.expr(key_group_sql(kg_inputs, spec.key_groups)).cast("int").alias(KEY_GROUP_COLUMN),
@@ -1013,11 +1098,12 @@ def prepare_join(left: Any, right: Any, spec: Join, *, counters: Any | None = No
         return base.select(*cols)
 
     prepared = side_frame(ldf, let, LEFT, spec.left_keys).unionByName(
-        side_frame(rdf, ret, RIGHT, spec.right_keys))
+        side_frame(rdf, ret, RIGHT, spec.right_keys)
+    )
     out_fields = []
     for o in plan.outputs:
         src = ldf if o.side == LEFT else rdf
-        idx = int(o.internal[len(LEFT_PREFIX_INTERNAL):])
+        idx = int(o.internal[len(LEFT_PREFIX_INTERNAL) :])
         out_fields.append(T.StructField(o.name, src.schema.fields[idx].dataType, True))
     if plan.dlq:
         out_fields.append(T.StructField(DEAD_LETTER_COLUMN, T.StringType(), True))
@@ -1042,7 +1128,7 @@ def stream_join(left: Any, right: Any, spec: Join, *, counters: Any | None = Non
     columns prefixed ``left_prefix``, then the right columns prefixed ``right_prefix`` (semi /
     anti: the left columns unprefixed), then ``_dead_letter`` under ``late_data="dlq"``.
 
-    Example (runs in CI, see ``tests/replay/test_docs_examples.py``)::
+    Example (the same call runs on Spark in ``tests/replay/test_join_replay.py``)::
 
         out = stream_join(orders, payments, Join(
             left_keys=["order_id"], right_keys=["order_id"], how="left",

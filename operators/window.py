@@ -30,8 +30,6 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
-from numpy.typing import NDArray
-
 from interlace.operators._common import (
     DEAD_LETTER_COLUMN,
     DEFAULT_DLQ_HORIZON_MS,
@@ -53,6 +51,7 @@ from interlace.state import blob
 from interlace.state.accumulators import Accumulator, make_accumulator
 from interlace.state.buffers import ipc_to_table, table_to_ipc
 from interlace.state.keygroups import DEFAULT_KEY_GROUPS, key_group_sql, validate_key_groups
+from numpy.typing import NDArray
 
 __all__ = [
     "Aggregation",
@@ -116,17 +115,26 @@ class Aggregation:
     def __post_init__(self) -> None:
         check_literal("agg", self.agg, AggName)
         if not isinstance(self.as_, str) or not self.as_:
-            msg = f"`as_` must name the output column of aggregation {self.agg!r} (got {self.as_!r})"
+            msg = (
+                f"`as_` must name the output column of aggregation {self.agg!r} (got {self.as_!r})"
+            )
             raise ConfigError(msg)
         if self.column is None and self.agg != "count":
-            msg = f"aggregation `{self.as_}`: agg={self.agg!r} needs a `column`; only count may omit it"
+            msg = (
+                f"aggregation `{self.as_}`: agg={self.agg!r} needs a `column`; "
+                "only count may omit it"
+            )
             raise ConfigError(msg)
         if self.agg == "count_distinct":
             if self.mode is not None:
                 check_literal("mode", self.mode, DistinctMode)
             if self.mode == "exact":
-                check_int("max_distinct_values_per_group", self.max_distinct_values_per_group,
-                          minimum=1, allow_none=True)
+                check_int(
+                    "max_distinct_values_per_group",
+                    self.max_distinct_values_per_group,
+                    minimum=1,
+                    allow_none=True,
+                )
                 if self.max_distinct_values_per_group is None:
                     msg = (
                         f"aggregation `{self.as_}`: exact count_distinct requires "
@@ -135,7 +143,9 @@ class Aggregation:
                     )
                     raise ConfigError(msg)
         elif self.mode is not None:
-            msg = f"`mode` only applies to count_distinct (got agg={self.agg!r}, mode={self.mode!r})"
+            msg = (
+                f"`mode` only applies to count_distinct (got agg={self.agg!r}, mode={self.mode!r})"
+            )
             raise ConfigError(msg)
 
 
@@ -204,8 +214,10 @@ class Window:
             raise ConfigError(msg)
         setattr_(self, "aggregations", aggs)
         if self.max_groups_per_window is None:
-            msg = ("`max_groups_per_window` is required (a fail-loud state cap), e.g. "
-                   "max_groups_per_window=1_000_000")
+            msg = (
+                "`max_groups_per_window` is required (a fail-loud state cap), e.g. "
+                "max_groups_per_window=1_000_000"
+            )
             raise ConfigError(msg)
         check_int("max_groups_per_window", self.max_groups_per_window, minimum=1)
         if self.kind == "session":
@@ -246,20 +258,28 @@ class Window:
             )
             raise ConfigError(msg)
         if self.late_data != "reopen" and self.allowed_lateness_ms is not None:
-            msg = (f"`allowed_lateness_ms` only applies to late_data='reopen' (got "
-                   f"late_data={self.late_data!r})")
+            msg = (
+                f"`allowed_lateness_ms` only applies to late_data='reopen' (got "
+                f"late_data={self.late_data!r})"
+            )
             raise ConfigError(msg)
-        names = [self.window_start_column, self.window_end_column, *self.group_by,
-                 *(a.as_ for a in aggs)]
+        names = [
+            self.window_start_column,
+            self.window_end_column,
+            *self.group_by,
+            *(a.as_ for a in aggs),
+        ]
         if self.late_data == "reopen":
             names += [REVISION_COLUMN, RETRACTED_COLUMN]
         if self.late_data == "dlq":
             names.append(DEAD_LETTER_COLUMN)
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
-            msg = (f"output column(s) {dupes} collide (aggregation aliases `as_`, `group_by`, "
-                   "window column names and revision/retracted/_dead_letter must be distinct); "
-                   "rename the alias")
+            msg = (
+                f"output column(s) {dupes} collide (aggregation aliases `as_`, `group_by`, "
+                "window column names and revision/retracted/_dead_letter must be distinct); "
+                "rename the alias"
+            )
             raise ConfigError(msg)
         try:
             validate_key_groups(self.key_groups)
@@ -288,8 +308,12 @@ class Window:
     @property
     def output_columns(self) -> list[str]:
         """Output column names in order."""
-        names = [self.window_start_column, self.window_end_column, *self.group_by,
-                 *(a.as_ for a in self.aggregations)]
+        names = [
+            self.window_start_column,
+            self.window_end_column,
+            *self.group_by,
+            *(a.as_ for a in self.aggregations),
+        ]
         if self.late_data == "reopen":
             names += [REVISION_COLUMN, RETRACTED_COLUMN]
         if self.late_data == "dlq":
@@ -317,8 +341,13 @@ class AggPlan:
 
     def accumulator(self) -> Accumulator[Any]:
         """Build this aggregation's accumulator."""
-        return make_accumulator(self.agg, self.mode, column=self.column, dtype=self.dtype,
-                                max_distinct_values_per_group=self.cap)
+        return make_accumulator(
+            self.agg,
+            self.mode,
+            column=self.column,
+            dtype=self.dtype,
+            max_distinct_values_per_group=self.cap,
+        )
 
 
 @dataclass(frozen=True)
@@ -366,21 +395,31 @@ class WindowPlan:
         closes. Sessions under reopen also keep their last emitted bounds and aggregates
         (``__last_*``): a session absorbed by a merge is retracted with exactly those.
         """
-        base = [pa.field("start", pa.int64()), pa.field("end", pa.int64()),
-                pa.field("emitted", pa.bool_()), pa.field("revision", pa.int64()),
-                pa.field("dirty", pa.bool_())]
+        base = [
+            pa.field("start", pa.int64()),
+            pa.field("end", pa.int64()),
+            pa.field("emitted", pa.bool_()),
+            pa.field("revision", pa.int64()),
+            pa.field("dirty", pa.bool_()),
+        ]
         last: list[pa.Field] = []
         if self.keeps_last_output:
             last = [pa.field("__last_start", pa.int64()), pa.field("__last_end", pa.int64())]
             last += [pa.field(f"__last_{i}", a.result_type) for i, a in enumerate(self.aggs)]
         return pa.schema(base + list(self.group_schema) + last)
 
-    def new_slots(self, starts: NDArray[np.int64], ends: NDArray[np.int64], groups: pa.Table,
-                  src: NDArray[np.int64]) -> pa.Table:
+    def new_slots(
+        self,
+        starts: NDArray[np.int64],
+        ends: NDArray[np.int64],
+        groups: pa.Table,
+        src: NDArray[np.int64],
+    ) -> pa.Table:
         """Slots for new windows ``[starts, ends)`` with the groups of rows ``src``."""
         n = len(starts)
         cols: dict[str, Any] = {
-            "start": pa.array(starts, pa.int64()), "end": pa.array(ends, pa.int64()),
+            "start": pa.array(starts, pa.int64()),
+            "end": pa.array(ends, pa.int64()),
             "emitted": pa.array(np.zeros(n, dtype=bool)),
             "revision": pa.array(np.full(n, -1, dtype=np.int64)),
             "dirty": pa.array(np.ones(n, dtype=bool)),
@@ -398,34 +437,58 @@ class WindowPlan:
         needed = [*spec.group_by, *(a.column for a in spec.aggregations if a.column)]
         missing = [n for n in needed if n not in names]
         if missing:
-            msg = (f"`group_by`/`aggregations` name column(s) {missing} absent from the input "
-                   f"(its columns: {list(names)}); fix the name or select the column first")
+            msg = (
+                f"`group_by`/`aggregations` name column(s) {missing} absent from the input "
+                f"(its columns: {list(names)}); fix the name or select the column first"
+            )
             raise ConfigError(msg)
         aggs = []
         for a in spec.aggregations:
             typ = schema.field(a.column).type if a.column else None
             dtype, out_ts = _acc_dtype(a, typ)
-            aggs.append(AggPlan(a.agg, a.mode if a.agg == "count_distinct" else None, a.column,
-                                a.as_, dtype, out_ts, a.max_distinct_values_per_group,
-                                _result_arrow_type(a.agg, dtype, typ)))
+            aggs.append(
+                AggPlan(
+                    a.agg,
+                    a.mode if a.agg == "count_distinct" else None,
+                    a.column,
+                    a.as_,
+                    dtype,
+                    out_ts,
+                    a.max_distinct_values_per_group,
+                    _result_arrow_type(a.agg, dtype, typ),
+                )
+            )
         d = (spec.duration_ms or 0) * 1000
         return cls(
-            kind=spec.kind, duration_us=d,
+            kind=spec.kind,
+            duration_us=d,
             hop_us=(spec.hop_ms or 0) * 1000 if spec.kind == "hopping" else d,
-            gap_us=(spec.gap_ms or 0) * 1000, late_data=spec.late_data,
-            allowance_us=spec.allowance_ms * 1000, horizon_ms=spec.horizon_ms,
+            gap_us=(spec.gap_ms or 0) * 1000,
+            late_data=spec.late_data,
+            allowance_us=spec.allowance_ms * 1000,
+            horizon_ms=spec.horizon_ms,
             group_by=tuple(spec.group_by),
             group_schema=pa.schema([schema.field(g) for g in spec.group_by]),
-            aggs=tuple(aggs), columns=names, max_groups=int(spec.max_groups_per_window or 0),
-            name=spec.name, start_column=spec.window_start_column,
+            aggs=tuple(aggs),
+            columns=names,
+            max_groups=int(spec.max_groups_per_window or 0),
+            name=spec.name,
+            start_column=spec.window_start_column,
             end_column=spec.window_end_column,
-            fp=blob.fingerprint({
-                "kind": spec.kind, "d": spec.duration_ms, "hop": spec.hop_ms, "gap": spec.gap_ms,
-                "group_by": list(spec.group_by), "al": spec.allowance_ms,
-                "late": spec.late_data, "key_groups": spec.key_groups,
-                "aggs": [[a.agg, a.column, a.as_, a.mode] for a in spec.aggregations],
-                "types": [str(schema.field(c).type) for c in needed],
-            }),
+            fp=blob.fingerprint(
+                {
+                    "kind": spec.kind,
+                    "d": spec.duration_ms,
+                    "hop": spec.hop_ms,
+                    "gap": spec.gap_ms,
+                    "group_by": list(spec.group_by),
+                    "al": spec.allowance_ms,
+                    "late": spec.late_data,
+                    "key_groups": spec.key_groups,
+                    "aggs": [[a.agg, a.column, a.as_, a.mode] for a in spec.aggregations],
+                    "types": [str(schema.field(c).type) for c in needed],
+                }
+            ),
         )
 
 
@@ -464,8 +527,10 @@ def _acc_dtype(a: Aggregation, typ: pa.DataType | None) -> tuple[str | None, boo
             raise ConfigError(msg)
         return "bool", False
     if a.agg in ("sum", "avg"):
-        msg = (f"aggregation `{a.as_}`: {a.agg} needs a numeric column ({a.column!r} is {typ}); "
-               "cast it to double or bigint first")
+        msg = (
+            f"aggregation `{a.as_}`: {a.agg} needs a numeric column ({a.column!r} is {typ}); "
+            "cast it to double or bigint first"
+        )
         raise ConfigError(msg)
     return "object", False
 
@@ -492,7 +557,9 @@ class WindowState:
         """Encode as a version-1 ``window`` blob."""
         body = {
             "slots": table_to_ipc(self.slots),
-            "accs": [a.accumulator().to_msgpack(s) for a, s in zip(plan.aggs, self.accs, strict=True)],
+            "accs": [
+                a.accumulator().to_msgpack(s) for a, s in zip(plan.aggs, self.accs, strict=True)
+            ],
             "seq": int(self.seq),
         }
         return blob.encode("window", plan.fp, body)
@@ -501,7 +568,9 @@ class WindowState:
     def decode(cls, data: bytes, plan: WindowPlan) -> WindowState:
         """Decode a ``window`` blob (running the migration chain)."""
         body = blob.decode(data, kind="window", fp=plan.fp)
-        accs = [a.accumulator().from_msgpack(o) for a, o in zip(plan.aggs, body["accs"], strict=True)]
+        accs = [
+            a.accumulator().from_msgpack(o) for a, o in zip(plan.aggs, body["accs"], strict=True)
+        ]
         return cls(ipc_to_table(body["slots"]), accs, int(body["seq"]))
 
 
@@ -529,8 +598,10 @@ def _group_codes(
     """
     codes = np.zeros(n_old + n_new, dtype=np.int64)
     for name in new_groups.column_names:
-        both = pa.chunked_array(slot_groups.column(name).chunks + new_groups.column(name).chunks,
-                                type=new_groups.schema.field(name).type)
+        both = pa.chunked_array(
+            slot_groups.column(name).chunks + new_groups.column(name).chunks,
+            type=new_groups.schema.field(name).type,
+        )
         enc = pc.dictionary_encode(both, null_encoding="encode").combine_chunks()
         col = np.asarray(enc.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
         codes = codes * max(len(enc.dictionary), 1) + col
@@ -559,7 +630,9 @@ def _present(a: AggPlan, raw: pd.Series) -> pd.Series:
     return raw
 
 
-def step_window(plan: WindowPlan, state: WindowState, batch: pd.DataFrame, wm_us: int | None) -> WindowStepResult:
+def step_window(
+    plan: WindowPlan, state: WindowState, batch: pd.DataFrame, wm_us: int | None
+) -> WindowStepResult:
     """Advance one key group by one call (see the module docstring for the order).
 
     Args:
@@ -601,12 +674,17 @@ def step_window(plan: WindowPlan, state: WindowState, batch: pd.DataFrame, wm_us
         k_hi = t // plan.hop_us
         counts = np.maximum(k_hi - k_lo + 1, 0)
         rows = np.repeat(np.arange(n, dtype=np.int64), counts)
-        offs = np.arange(int(counts.sum()), dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
+        offs = np.arange(int(counts.sum()), dtype=np.int64) - np.repeat(
+            np.cumsum(counts) - counts, counts
+        )
         starts = (np.repeat(k_lo, counts) + offs) * plan.hop_us
         ends = starts + plan.duration_us
         closed = (wm_us >= ends) if wm_us is not None else np.zeros(len(rows), dtype=bool)
-        keep = ~closed | ((wm_us < ends + al) if (wm_us is not None and plan.late_data == "reopen")
-                          else np.zeros(len(rows), dtype=bool))
+        keep = ~closed | (
+            (wm_us < ends + al)
+            if (wm_us is not None and plan.late_data == "reopen")
+            else np.zeros(len(rows), dtype=bool)
+        )
         late_row = np.zeros(n, dtype=bool)
         late_row[rows[closed]] = True
         dropped_row = np.zeros(n, dtype=bool)
@@ -615,8 +693,11 @@ def step_window(plan: WindowPlan, state: WindowState, batch: pd.DataFrame, wm_us
     else:
         ends_own = t + plan.gap_us
         closed_row = (wm_us >= ends_own) if wm_us is not None else np.zeros(n, dtype=bool)
-        keep_row = ~closed_row | ((wm_us < ends_own + al) if (wm_us is not None and plan.late_data == "reopen")
-                                  else np.zeros(n, dtype=bool))
+        keep_row = ~closed_row | (
+            (wm_us < ends_own + al)
+            if (wm_us is not None and plan.late_data == "reopen")
+            else np.zeros(n, dtype=bool)
+        )
         late_row, dropped_row = closed_row, ~keep_row
         rows = np.flatnonzero(keep_row).astype(np.int64)
         starts, ends = t[rows], ends_own[rows]
@@ -629,11 +710,16 @@ def step_window(plan: WindowPlan, state: WindowState, batch: pd.DataFrame, wm_us
     elif dropped_row.any():
         counters["late_dropped"] = int(dropped_row.sum())
 
-    group_tbl = pa.Table.from_pandas(batch.iloc[rows][list(plan.group_by)] if plan.group_by
-                                     else pd.DataFrame(index=range(len(rows))),
-                                     schema=plan.group_schema, preserve_index=False)
-    old_codes, new_codes = _group_codes(slots.select(list(plan.group_by)), slots.num_rows,
-                                        group_tbl, len(rows))
+    group_tbl = pa.Table.from_pandas(
+        batch.iloc[rows][list(plan.group_by)]
+        if plan.group_by
+        else pd.DataFrame(index=range(len(rows))),
+        schema=plan.group_schema,
+        preserve_index=False,
+    )
+    old_codes, new_codes = _group_codes(
+        slots.select(list(plan.group_by)), slots.num_rows, group_tbl, len(rows)
+    )
     slot_start = np.asarray(slots.column("start").to_numpy(), dtype=np.int64)
     slot_end = np.asarray(slots.column("end").to_numpy(), dtype=np.int64)
     emitted = np.asarray(slots.column("emitted").to_numpy(zero_copy_only=False), dtype=bool)
@@ -641,13 +727,25 @@ def step_window(plan: WindowPlan, state: WindowState, batch: pd.DataFrame, wm_us
 
     if plan.kind != "session":
         n_before = slots.num_rows
-        target, slots, accs, changed = _fixed_slots(plan, slots, accs, old_codes, slot_start,
-                                                    new_codes, starts, ends, group_tbl)
+        target, slots, accs, changed = _fixed_slots(
+            plan, slots, accs, old_codes, slot_start, new_codes, starts, ends, group_tbl
+        )
         n_created, n_absorbed = slots.num_rows - n_before, 0
     else:
         target, slots, accs, changed, retract_parts, n_created, n_absorbed = _session_slots(
-            plan, slots, accs, old_codes, slot_start, slot_end, emitted, revision,
-            new_codes, starts, ends, group_tbl)
+            plan,
+            slots,
+            accs,
+            old_codes,
+            slot_start,
+            slot_end,
+            emitted,
+            revision,
+            new_codes,
+            starts,
+            ends,
+            group_tbl,
+        )
 
     # Aggregate the taken (row, window) assignments.
     if len(rows):
@@ -694,8 +792,11 @@ def step_window(plan: WindowPlan, state: WindowState, batch: pd.DataFrame, wm_us
         evict = wm_us >= slot_end + al
     else:
         evict = closed
-    slots = (slots.set_column(2, "emitted", pa.array(emitted))
-             .set_column(3, "revision", pa.array(revision)).set_column(4, "dirty", pa.array(dirty)))
+    slots = (
+        slots.set_column(2, "emitted", pa.array(emitted))
+        .set_column(3, "revision", pa.array(revision))
+        .set_column(4, "dirty", pa.array(dirty))
+    )
     if evict.any():
         keep_idx = np.flatnonzero(~evict)
         slots = slots.take(pa.array(keep_idx))
@@ -708,24 +809,35 @@ def step_window(plan: WindowPlan, state: WindowState, batch: pd.DataFrame, wm_us
     with warnings.catch_warnings():
         # All-null dead-letter columns next to typed ones: the result dtype is what we want.
         warnings.simplefilter("ignore", FutureWarning)
-        out = pd.concat(parts, ignore_index=True) if len(parts) > 1 else (parts[0] if parts else None)
-    out = out if out is not None else pd.DataFrame(
-        {c: [] for c in plan.output_names})
-    return WindowStepResult(out[plan.output_names] if len(out.columns) else out,
-                            WindowState(slots, accs, seq),
-                            int(deadlines.min()) if len(deadlines) else None, counters)
+        out = (
+            pd.concat(parts, ignore_index=True) if len(parts) > 1 else (parts[0] if parts else None)
+        )
+    out = out if out is not None else pd.DataFrame({c: [] for c in plan.output_names})
+    return WindowStepResult(
+        out[plan.output_names] if len(out.columns) else out,
+        WindowState(slots, accs, seq),
+        int(deadlines.min()) if len(deadlines) else None,
+        counters,
+    )
 
 
-def _fixed_slots(plan: WindowPlan, slots: pa.Table, accs: list[Any], old_codes: NDArray[np.int64],
-                 slot_start: NDArray[np.int64], new_codes: NDArray[np.int64],
-                 starts: NDArray[np.int64], ends: NDArray[np.int64], group_tbl: pa.Table,
-                 ) -> tuple[NDArray[np.int64], pa.Table, list[Any], NDArray[np.bool_]]:
+def _fixed_slots(
+    plan: WindowPlan,
+    slots: pa.Table,
+    accs: list[Any],
+    old_codes: NDArray[np.int64],
+    slot_start: NDArray[np.int64],
+    new_codes: NDArray[np.int64],
+    starts: NDArray[np.int64],
+    ends: NDArray[np.int64],
+    group_tbl: pa.Table,
+) -> tuple[NDArray[np.int64], pa.Table, list[Any], NDArray[np.bool_]]:
     """Find or create the slot of each (window start, group) assignment."""
     all_starts = np.concatenate([slot_start, starts])
     uniq_s, s_codes = np.unique(all_starts, return_inverse=True)
     g_count = int(max(old_codes.max(initial=-1), new_codes.max(initial=-1))) + 1
     comb = s_codes.astype(np.int64) * max(g_count, 1) + np.concatenate([old_codes, new_codes])
-    old_comb, new_comb = comb[: len(slot_start)], comb[len(slot_start):]
+    old_comb, new_comb = comb[: len(slot_start)], comb[len(slot_start) :]
     order = np.argsort(old_comb, kind="stable")
     sorted_old = old_comb[order]
     pos = np.searchsorted(sorted_old, new_comb)
@@ -747,13 +859,20 @@ def _fixed_slots(plan: WindowPlan, slots: pa.Table, accs: list[Any], old_codes: 
     return target, slots, accs, np.zeros(slots.num_rows, dtype=bool)
 
 
-def _session_slots(plan: WindowPlan, slots: pa.Table, accs: list[Any], old_codes: NDArray[np.int64],
-                   slot_start: NDArray[np.int64], slot_end: NDArray[np.int64],
-                   emitted: NDArray[np.bool_], revision: NDArray[np.int64],
-                   new_codes: NDArray[np.int64], starts: NDArray[np.int64], ends: NDArray[np.int64],
-                   group_tbl: pa.Table,
-                   ) -> tuple[NDArray[np.int64], pa.Table, list[Any], NDArray[np.bool_],
-                              list[pd.DataFrame], int, int]:
+def _session_slots(
+    plan: WindowPlan,
+    slots: pa.Table,
+    accs: list[Any],
+    old_codes: NDArray[np.int64],
+    slot_start: NDArray[np.int64],
+    slot_end: NDArray[np.int64],
+    emitted: NDArray[np.bool_],
+    revision: NDArray[np.int64],
+    new_codes: NDArray[np.int64],
+    starts: NDArray[np.int64],
+    ends: NDArray[np.int64],
+    group_tbl: pa.Table,
+) -> tuple[NDArray[np.int64], pa.Table, list[Any], NDArray[np.bool_], list[pd.DataFrame], int, int]:
     """Merge new rows' windows ``[t, t + gap)`` with the held sessions of their groups.
 
     Intervals of one group that overlap (``start < other end`` and ``other start < end``) chain
@@ -766,14 +885,16 @@ def _session_slots(plan: WindowPlan, slots: pa.Table, accs: list[Any], old_codes
     n_old, n_new = slots.num_rows, len(starts)
     if n_new == 0:
         return np.zeros(0, dtype=np.int64), slots, accs, np.zeros(n_old, dtype=bool), [], 0, 0
-    items = pd.DataFrame({
-        "g": np.concatenate([old_codes, new_codes]),
-        "s": np.concatenate([slot_start, starts]),
-        "e": np.concatenate([slot_end, ends]),
-        "old": np.concatenate([np.ones(n_old, dtype=bool), np.zeros(n_new, dtype=bool)]),
-        "idx": np.concatenate([np.arange(n_old), np.arange(n_new)]).astype(np.int64),
-        "emitted": np.concatenate([emitted, np.zeros(n_new, dtype=bool)]),
-    })
+    items = pd.DataFrame(
+        {
+            "g": np.concatenate([old_codes, new_codes]),
+            "s": np.concatenate([slot_start, starts]),
+            "e": np.concatenate([slot_end, ends]),
+            "old": np.concatenate([np.ones(n_old, dtype=bool), np.zeros(n_new, dtype=bool)]),
+            "idx": np.concatenate([np.arange(n_old), np.arange(n_new)]).astype(np.int64),
+            "emitted": np.concatenate([emitted, np.zeros(n_new, dtype=bool)]),
+        }
+    )
     items = items.sort_values(["g", "s", "old"], kind="stable").reset_index(drop=True)
     run_max = items.groupby("g")["e"].cummax()
     prev_max = run_max.groupby(items["g"]).shift(1)
@@ -790,17 +911,28 @@ def _session_slots(plan: WindowPlan, slots: pa.Table, accs: list[Any], old_codes
     clusters = np.unique(items["c"].to_numpy())
     need_new = np.setdiff1d(clusters, survivor.index.to_numpy())
     bounds = items.groupby("c").agg(s=("s", "min"), e=("e", "max"))
-    slot_of = dict(zip(survivor.index.to_numpy().tolist(), survivor.to_numpy().astype(np.int64).tolist(),
-                       strict=True))
+    slot_of = dict(
+        zip(
+            survivor.index.to_numpy().tolist(),
+            survivor.to_numpy().astype(np.int64).tolist(),
+            strict=True,
+        )
+    )
     # New slots for clusters made only of new rows.
     if len(need_new):
         first_new = items[~items["old"]].groupby("c")["idx"].first().loc[need_new].to_numpy()
-        add = plan.new_slots(bounds.loc[need_new, "s"].to_numpy(), bounds.loc[need_new, "e"].to_numpy(),
-                             group_tbl, first_new)
+        add = plan.new_slots(
+            bounds.loc[need_new, "s"].to_numpy(),
+            bounds.loc[need_new, "e"].to_numpy(),
+            group_tbl,
+            first_new,
+        )
         for j, c in enumerate(need_new.tolist()):
             slot_of[c] = n_old + j
         slots = pa.concat_tables([slots, add]).combine_chunks()
-        accs = [a.accumulator().grow(s, len(need_new)) for a, s in zip(plan.aggs, accs, strict=True)]
+        accs = [
+            a.accumulator().grow(s, len(need_new)) for a, s in zip(plan.aggs, accs, strict=True)
+        ]
     # Absorbed held sessions: merge into the survivor, retract if emitted.
     absorbed = olds[olds["idx"].to_numpy() != olds["c"].map(slot_of).to_numpy()]
     retracts: list[pd.DataFrame] = []
@@ -810,8 +942,10 @@ def _session_slots(plan: WindowPlan, slots: pa.Table, accs: list[Any], old_codes
         em = a_idx[emitted[a_idx]]
         if len(em) and plan.keeps_last_output:
             retracts.append(_last_output_frame(plan, slots, em, revision[em] + 1))
-        accs = [a.accumulator().merge(s, a.accumulator().take(s, a_idx), a_to)
-                for a, s in zip(plan.aggs, accs, strict=True)]
+        accs = [
+            a.accumulator().merge(s, a.accumulator().take(s, a_idx), a_to)
+            for a, s in zip(plan.aggs, accs, strict=True)
+        ]
     # Survivors take the cluster's bounds.
     all_start = np.asarray(slots.column("start").to_numpy(), dtype=np.int64).copy()
     all_end = np.asarray(slots.column("end").to_numpy(), dtype=np.int64).copy()
@@ -819,7 +953,9 @@ def _session_slots(plan: WindowPlan, slots: pa.Table, accs: list[Any], old_codes
     sl = np.array([slot_of[c] for c in cl.tolist()], dtype=np.int64)
     all_start[sl] = np.minimum(all_start[sl], bounds.loc[cl, "s"].to_numpy())
     all_end[sl] = np.maximum(all_end[sl], bounds.loc[cl, "e"].to_numpy())
-    slots = slots.set_column(0, "start", pa.array(all_start)).set_column(1, "end", pa.array(all_end))
+    slots = slots.set_column(0, "start", pa.array(all_start)).set_column(
+        1, "end", pa.array(all_end)
+    )
     news = items[~items["old"]]
     target = np.empty(n_new, dtype=np.int64)
     target[news["idx"].to_numpy()] = news["c"].map(slot_of).to_numpy()
@@ -836,16 +972,24 @@ def _session_slots(plan: WindowPlan, slots: pa.Table, accs: list[Any], old_codes
     return target, slots, accs, changed, retracts, len(need_new), len(absorbed)
 
 
-def _output_frame(plan: WindowPlan, slots: pa.Table, accs: list[Any], idx: NDArray[np.int64],
-                  revision: NDArray[np.int64], *, retracted: bool) -> pd.DataFrame:
+def _output_frame(
+    plan: WindowPlan,
+    slots: pa.Table,
+    accs: list[Any],
+    idx: NDArray[np.int64],
+    revision: NDArray[np.int64],
+    *,
+    retracted: bool,
+) -> pd.DataFrame:
     sel = slots.take(pa.array(idx))
     data: dict[str, Any] = {
         plan.start_column: _ts_series(np.asarray(sel.column("start").to_numpy(), dtype=np.int64)),
         plan.end_column: _ts_series(np.asarray(sel.column("end").to_numpy(), dtype=np.int64)),
     }
     if plan.group_by:
-        groups = sel.select(list(plan.group_by)).to_pandas(integer_object_nulls=True,
-                                                            date_as_object=True)
+        groups = sel.select(list(plan.group_by)).to_pandas(
+            integer_object_nulls=True, date_as_object=True
+        )
         for g in plan.group_by:
             data[g] = groups[g].reset_index(drop=True)
     raw = _raw_results(plan, accs, idx)
@@ -854,8 +998,9 @@ def _output_frame(plan: WindowPlan, slots: pa.Table, accs: list[Any], idx: NDArr
     return _finish_frame(plan, data, revision, retracted), raw
 
 
-def _finish_frame(plan: WindowPlan, data: dict[str, Any], revision: NDArray[np.int64],
-                  retracted: bool) -> pd.DataFrame:
+def _finish_frame(
+    plan: WindowPlan, data: dict[str, Any], revision: NDArray[np.int64], retracted: bool
+) -> pd.DataFrame:
     n = len(revision)
     if plan.late_data == "reopen":
         data[REVISION_COLUMN] = pd.Series(revision, dtype=np.int64)
@@ -865,8 +1010,9 @@ def _finish_frame(plan: WindowPlan, data: dict[str, Any], revision: NDArray[np.i
     return pd.DataFrame(data)
 
 
-def _remember_output(plan: WindowPlan, slots: pa.Table, idx: NDArray[np.int64],
-                     raw: list[pd.Series]) -> pa.Table:
+def _remember_output(
+    plan: WindowPlan, slots: pa.Table, idx: NDArray[np.int64], raw: list[pd.Series]
+) -> pa.Table:
     """Store what slots ``idx`` just emitted in their ``__last_*`` columns (vectorised)."""
     is_emit = np.zeros(slots.num_rows, dtype=bool)
     is_emit[idx] = True
@@ -887,17 +1033,23 @@ def _remember_output(plan: WindowPlan, slots: pa.Table, idx: NDArray[np.int64],
     return slots
 
 
-def _last_output_frame(plan: WindowPlan, slots: pa.Table, idx: NDArray[np.int64],
-                       revision: NDArray[np.int64]) -> pd.DataFrame:
+def _last_output_frame(
+    plan: WindowPlan, slots: pa.Table, idx: NDArray[np.int64], revision: NDArray[np.int64]
+) -> pd.DataFrame:
     """Retraction rows: what slots ``idx`` last emitted, ``retracted=true``."""
     sel = slots.take(pa.array(idx))
     data: dict[str, Any] = {
-        plan.start_column: _ts_series(np.asarray(sel.column("__last_start").to_numpy(), dtype=np.int64)),
-        plan.end_column: _ts_series(np.asarray(sel.column("__last_end").to_numpy(), dtype=np.int64)),
+        plan.start_column: _ts_series(
+            np.asarray(sel.column("__last_start").to_numpy(), dtype=np.int64)
+        ),
+        plan.end_column: _ts_series(
+            np.asarray(sel.column("__last_end").to_numpy(), dtype=np.int64)
+        ),
     }
     if plan.group_by:
-        groups = sel.select(list(plan.group_by)).to_pandas(integer_object_nulls=True,
-                                                            date_as_object=True)
+        groups = sel.select(list(plan.group_by)).to_pandas(
+            integer_object_nulls=True, date_as_object=True
+        )
         for g in plan.group_by:
             data[g] = groups[g].reset_index(drop=True)
     for i, a in enumerate(plan.aggs):
@@ -906,8 +1058,9 @@ def _last_output_frame(plan: WindowPlan, slots: pa.Table, idx: NDArray[np.int64]
     return _finish_frame(plan, data, revision, retracted=True)
 
 
-def _dead_letters(plan: WindowPlan, rows: pd.DataFrame, wm_us: int | None,
-                  reason: str = "late") -> list[str]:
+def _dead_letters(
+    plan: WindowPlan, rows: pd.DataFrame, wm_us: int | None, reason: str = "late"
+) -> list[str]:
     """One JSON dead letter per late row (a loop over late rows only, off the hot path)."""
     wm_ms = None if wm_us is None else wm_us // 1000
     out = []
@@ -935,8 +1088,10 @@ def _check_cap(plan: WindowPlan, start: NDArray[np.int64], end: NDArray[np.int64
         w = uniq[over[0]]
         i = int(np.flatnonzero(key == w)[0])
         s_us, e_us = int(start[i]), int(end[i])
-        msg = (f"window state cap hit: max_groups_per_window={plan.max_groups} reached on "
-               f"window [{_iso(s_us)}, {_iso(e_us)}) for pipeline {plan.name}")
+        msg = (
+            f"window state cap hit: max_groups_per_window={plan.max_groups} reached on "
+            f"window [{_iso(s_us)}, {_iso(e_us)}) for pipeline {plan.name}"
+        )
         raise StateCapError(msg)
 
 
@@ -962,16 +1117,26 @@ class WindowFunction:
         self.plan = plan
         self.counters = counters
 
-    def __call__(self, key: Any, frames: Iterator[pd.DataFrame], state: Any) -> Iterator[pd.DataFrame]:
+    def __call__(
+        self, key: Any, frames: Iterator[pd.DataFrame], state: Any
+    ) -> Iterator[pd.DataFrame]:
         """Process one key group."""
         plan = self.plan
         spark_wm_ms = int(state.getCurrentWatermarkMs())
         wm_us = (spark_wm_ms + plan.horizon_ms) * 1000 if spark_wm_ms > 0 else None
         ws = WindowState.decode(state.get[0], plan) if state.exists else WindowState.empty(plan)
         parts = [f for f in frames if len(f)]
-        batch = pd.concat(parts, ignore_index=True) if len(parts) > 1 else (
-            parts[0].reset_index(drop=True) if parts else pd.DataFrame(
-                {TIME_US_COLUMN: np.zeros(0, np.int64), **{c: [] for c in plan.columns}}))
+        batch = (
+            pd.concat(parts, ignore_index=True)
+            if len(parts) > 1
+            else (
+                parts[0].reset_index(drop=True)
+                if parts
+                else pd.DataFrame(
+                    {TIME_US_COLUMN: np.zeros(0, np.int64), **{c: [] for c in plan.columns}}
+                )
+            )
+        )
         result = step_window(plan, ws, batch, wm_us)
         if len(result.output):
             yield result.output
@@ -1014,7 +1179,8 @@ class WindowOperator:
     def apply(self) -> Any:
         """Run ``groupBy().applyInPandasWithState``."""
         return self.prepared.groupBy(*self.group_columns).applyInPandasWithState(
-            self.func, self.output_schema, self.state_schema, self.output_mode, self.timeout_conf)
+            self.func, self.output_schema, self.state_schema, self.output_mode, self.timeout_conf
+        )
 
 
 def prepare_window(df: Any, spec: Window, *, counters: Any | None = None) -> WindowOperator:
@@ -1033,9 +1199,11 @@ def prepare_window(df: Any, spec: Window, *, counters: Any | None = None) -> Win
     et = spec.event_time_column
     if spec.time_mode == "processing":
         if et in df.columns:
-            msg = (f"`time_mode`='processing' synthesizes the event-time column {et!r}, but the "
-                   f"input already has a column named {et!r}; rename it or set "
-                   "`event_time_column` to another name")
+            msg = (
+                f"`time_mode`='processing' synthesizes the event-time column {et!r}, but the "
+                f"input already has a column named {et!r}; rename it or set "
+                "`event_time_column` to another name"
+            )
             raise ConfigError(msg)
         df = df.withColumn(et, F.current_timestamp())
     check_event_time(df, et, "event_time_column", what)
@@ -1046,18 +1214,31 @@ def prepare_window(df: Any, spec: Window, *, counters: Any | None = None) -> Win
         msg = f"aggregation alias(es) {clash} collide with `group_by` columns; rename the alias"
         raise ConfigError(msg)
     plan = WindowPlan.from_schema(spec, arrow_schema_for(df.schema))
-    needed = list(df.columns) if spec.late_data == "dlq" else list(dict.fromkeys(
-        [*spec.group_by, *(a.column for a in spec.aggregations if a.column)]))
+    needed = (
+        list(df.columns)
+        if spec.late_data == "dlq"
+        else list(
+            dict.fromkeys([*spec.group_by, *(a.column for a in spec.aggregations if a.column)])
+        )
+    )
     base = df.select(F.col(f"`{et}`").alias(EVENT_TIME_COLUMN), *[F.col(f"`{c}`") for c in needed])
     base = base.withWatermark(EVENT_TIME_COLUMN, f"{spec.watermark_delay_ms} milliseconds")
-    kg = (F.expr(key_group_sql([f"`{g}`" for g in spec.group_by], spec.key_groups)).cast("int")
-          if spec.group_by else F.lit(0))
-    prepared = base.select(kg.alias(KEY_GROUP_COLUMN), F.col(EVENT_TIME_COLUMN),
-                           F.unix_micros(F.col(EVENT_TIME_COLUMN)).alias(TIME_US_COLUMN),
-                           *[F.col(f"`{c}`") for c in needed])
+    kg = (
+        F.expr(key_group_sql([f"`{g}`" for g in spec.group_by], spec.key_groups)).cast("int")
+        if spec.group_by
+        else F.lit(0)
+    )
+    prepared = base.select(
+        kg.alias(KEY_GROUP_COLUMN),
+        F.col(EVENT_TIME_COLUMN),
+        F.unix_micros(F.col(EVENT_TIME_COLUMN)).alias(TIME_US_COLUMN),
+        *[F.col(f"`{c}`") for c in needed],
+    )
     plan = WindowPlan(**{**plan.__dict__, "columns": tuple(needed)})
-    fields = [T.StructField(spec.window_start_column, T.TimestampType(), True),
-              T.StructField(spec.window_end_column, T.TimestampType(), True)]
+    fields = [
+        T.StructField(spec.window_start_column, T.TimestampType(), True),
+        T.StructField(spec.window_end_column, T.TimestampType(), True),
+    ]
     fields += [T.StructField(g, df.schema[g].dataType, True) for g in spec.group_by]
     for a in spec.aggregations:
         src = df.schema[a.column].dataType if a.column else None
@@ -1066,21 +1247,32 @@ def prepare_window(df: Any, spec: Window, *, counters: Any | None = None) -> Win
         elif a.agg == "avg":
             typ = T.DoubleType()
         elif a.agg == "sum":
-            typ = T.LongType() if isinstance(src, T.ByteType | T.ShortType | T.IntegerType | T.LongType) \
+            typ = (
+                T.LongType()
+                if isinstance(src, T.ByteType | T.ShortType | T.IntegerType | T.LongType)
                 else T.DoubleType()
+            )
         else:
             typ = src
         fields.append(T.StructField(a.as_, typ, True))
     if spec.late_data == "reopen":
-        fields += [T.StructField(REVISION_COLUMN, T.LongType(), True),
-                   T.StructField(RETRACTED_COLUMN, T.BooleanType(), True)]
+        fields += [
+            T.StructField(REVISION_COLUMN, T.LongType(), True),
+            T.StructField(RETRACTED_COLUMN, T.BooleanType(), True),
+        ]
     if spec.late_data == "dlq":
         fields.append(T.StructField(DEAD_LETTER_COLUMN, T.StringType(), True))
     return WindowOperator(
-        spec=spec, plan=plan, prepared=prepared, group_columns=(KEY_GROUP_COLUMN,),
-        func=WindowFunction(plan, counters), output_schema=T.StructType(fields),
+        spec=spec,
+        plan=plan,
+        prepared=prepared,
+        group_columns=(KEY_GROUP_COLUMN,),
+        func=WindowFunction(plan, counters),
+        output_schema=T.StructType(fields),
         state_schema=T.StructType([T.StructField("blob", T.BinaryType(), False)]),
-        output_mode="append", timeout_conf=GroupStateTimeout.EventTimeTimeout)
+        output_mode="append",
+        timeout_conf=GroupStateTimeout.EventTimeTimeout,
+    )
 
 
 def window_aggregate(df: Any, spec: Window, *, counters: Any | None = None) -> Any:

@@ -3,6 +3,7 @@
 Nothing here imports pyspark, so all of it is testable without a JVM.
 """
 
+from interlace.state.accumulators import Accumulator, DistinctCapError, make_accumulator
 from interlace.state.blob import CURRENT_VERSION, decode, encode, fingerprint, register_migration
 from interlace.state.buffers import JoinBuffers, decode_join_state, encode_join_state
 from interlace.state.errors import InterlaceError, StateDecodeError, StateVersionError
@@ -10,6 +11,9 @@ from interlace.state.keygroups import DEFAULT_KEY_GROUPS, key_group_sql, validat
 
 __all__ = [
     "CURRENT_VERSION",
+    "Accumulator",
+    "DistinctCapError",
+    "make_accumulator",
     "DEFAULT_KEY_GROUPS",
     "InterlaceError",
     "JoinBuffers",

@@ -10,7 +10,10 @@ Version 1 (current)::
      "body": {...}}               # kind-specific, msgpack-native values only
 
 Join body (v1): ``{"left": <Arrow IPC stream bytes>, "right": <Arrow IPC stream bytes>,
-"counters": {name: int}}`` — see :mod:`interlace.state.buffers`.
+"extra": {name: int}}`` — see :mod:`interlace.state.buffers`.
+
+Window body (v1): ``{"slots": <Arrow IPC stream bytes>, "accs": [<accumulator state>, ...],
+"seq": int}`` — one slot per (window, group), see :mod:`interlace.operators.window`.
 
 Decoding runs the registered migration chain (``_MIGRATIONS[v]`` upgrades a version-``v``
 blob to ``v + 1``) until the current version is reached. A blob whose ``v`` is newer than
@@ -31,7 +34,6 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import msgpack
-
 from interlace.state.errors import StateDecodeError, StateVersionError
 
 __all__ = [
@@ -144,9 +146,10 @@ def decode(blob: bytes, *, kind: str, fp: str | None) -> dict[str, Any]:
     if fp is not None and envelope.get("fp") != fp:
         msg = (
             f"state blob was written by an operator with a different spec (fingerprint "
-            f"{envelope.get('fp')} != {fp}); the fields that shape state (keys, bounds, "
-            "durations, how, late_data) changed between restarts. Restore the old spec or "
-            "start from a new checkpoint location"
+            f"{envelope.get('fp')} != {fp}); a field that shapes {kind} state changed between "
+            "restarts (join: keys, bounds, how, allowed lateness, key_groups, input columns; "
+            "window: kind, durations, group_by, aggregations, late_data, key_groups, column "
+            "types). Restore the old spec or start from a new checkpoint location"
         )
         raise StateVersionError(msg)
     body = envelope["body"]

@@ -17,7 +17,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import pyarrow as pa
-
 from interlace.state import blob
 from interlace.state.errors import StateDecodeError
 
@@ -58,7 +57,7 @@ class JoinBuffers:
     @property
     def num_rows(self) -> int:
         """Rows buffered on both sides."""
-        return self.left.num_rows + self.right.num_rows
+        return int(self.left.num_rows) + int(self.right.num_rows)
 
 
 def table_to_ipc(table: pa.Table) -> bytes:

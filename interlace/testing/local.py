@@ -124,8 +124,10 @@ class _Counters:
 def _side_frame(plan: JoinPlan, side: int, rows: Sequence[dict[str, Any]], et: str) -> pd.DataFrame:
     names = plan.left_names if side == LEFT else plan.right_names
     payload = plan.left_payload if side == LEFT else plan.right_payload
-    data: dict[str, Any] = {SIDE_COLUMN: np.full(len(rows), side, dtype=np.int32),
-                            TIME_COLUMN: np.array([_to_us(r[et]) for r in rows], dtype=np.int64)}
+    data: dict[str, Any] = {
+        SIDE_COLUMN: np.full(len(rows), side, dtype=np.int32),
+        TIME_COLUMN: np.array([_to_us(r[et]) for r in rows], dtype=np.int64),
+    }
     for s_payload in (plan.left_payload, plan.right_payload):
         for f in s_payload:
             data[f.name] = pa.nulls(len(rows), f.type)
@@ -239,8 +241,10 @@ def run_join_locally(
         [[list(b.left), list(b.right)] for b in log],
         [let, ret],
         [key_of(spec.left_keys), key_of(spec.right_keys)],
-        [lambda rows: _side_frame(plan, LEFT, rows, let),
-         lambda rows: _side_frame(plan, RIGHT, rows, ret)],
+        [
+            lambda rows: _side_frame(plan, LEFT, rows, let),
+            lambda rows: _side_frame(plan, RIGHT, rows, ret),
+        ],
         spec.watermark_delay_ms,
         watermark_policy,
     )

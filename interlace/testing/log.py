@@ -81,8 +81,6 @@ def to_us(dt: datetime) -> int:
     if dt.tzinfo is not None and dt.utcoffset() is not None:
         dt = dt.astimezone(timezone.utc).replace(tzinfo=None)
     # Rebuild as a plain datetime so subclass arithmetic (pandas.Timestamp) cannot interfere.
-    plain = datetime(
-        dt.year, dt.month, dt.day, dt.hour, dt.minute, dt.second, dt.microsecond
-    )
+    plain = datetime(dt.year, dt.month, dt.day, dt.hour, dt.minute, dt.second, dt.microsecond)
     delta = plain - EPOCH
     return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds

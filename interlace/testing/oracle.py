@@ -133,9 +133,7 @@ class JoinOracleResult:
     spark_watermarks_ms: list[int] = field(default_factory=list)
     num_batches: int = 0
     late_dropped: dict[str, int] = field(default_factory=lambda: dict.fromkeys(_SIDES, 0))
-    null_key_dropped: dict[str, int] = field(
-        default_factory=lambda: dict.fromkeys(_SIDES, 0)
-    )
+    null_key_dropped: dict[str, int] = field(default_factory=lambda: dict.fromkeys(_SIDES, 0))
     spark_dropped: dict[str, int] = field(default_factory=lambda: dict.fromkeys(_SIDES, 0))
     dead_lettered: dict[str, int] = field(default_factory=lambda: dict.fromkeys(_SIDES, 0))
     output_columns: list[str] = field(default_factory=list)
@@ -475,9 +473,7 @@ class _JoinModel:
         else:
             self._emit_pair(batch, None, row)
 
-    def _emit_dead_letter(
-        self, batch: int, side: str, row: Mapping[str, Any], wm_us: int
-    ) -> None:
+    def _emit_dead_letter(self, batch: int, side: str, row: Mapping[str, Any], wm_us: int) -> None:
         """Emit a dead-letter row: every output column None except ``_dead_letter``."""
         payload = {
             "side": side,

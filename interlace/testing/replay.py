@@ -95,7 +95,9 @@ def _arrow_schema(schema: Any) -> Any:
     return pa.schema(fields)
 
 
-def write_parquet_rows(path: Path, rows: Sequence[Mapping[str, Any]], schema: Any, mtime: float) -> None:
+def write_parquet_rows(
+    path: Path, rows: Sequence[Mapping[str, Any]], schema: Any, mtime: float
+) -> None:
     """Write ``rows`` (naive datetimes meaning UTC) as one Parquet file with ``schema``."""
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -157,9 +159,11 @@ def replay_streams(
             for i in range(start, stop):
                 for name, (schema, batches) in streams.items():
                     write_parquet_rows(
-                        root / "in" / name / f"{i:06d}.parquet", batches[i], schema, base_mtime + i)
+                        root / "in" / name / f"{i:06d}.parquet", batches[i], schema, base_mtime + i
+                    )
             frames = {
-                name: spark.readStream.schema(schema).option("maxFilesPerTrigger", 1)
+                name: spark.readStream.schema(schema)
+                .option("maxFilesPerTrigger", 1)
                 .parquet(str(root / "in" / name))
                 for name, (schema, _) in streams.items()
             }

@@ -1,5 +1,6 @@
-"""Seed 003 as a fixture: Kafka Streams' "Improved Left/Outer Stream-Stream Join (v3.1.x and
-newer)" table, window 15, grace 5.
+"""Seed 003 as a fixture: Kafka Streams' improved left/outer stream-stream join table.
+
+The table is "Improved Left/Outer Stream-Stream Join (v3.1.x and newer)", window 15, grace 5.
 
 The table is kept as data (``KAFKA_TABLE``) so that tests, and the Spark replay harness,
 can build the same replay log and compare emission batches with the table's.
@@ -63,31 +64,41 @@ KAFKA_TABLE: tuple[TableRow, ...] = (
     (4, "right", "a", (("A", "a"),), (("A", "a"),), (("A", "a"),)),
     (5, "left", "B", (("B", "a"),), (("B", "a"),), (("B", "a"),)),
     (
-        6, "right", "b",
+        6,
+        "right",
+        "b",
         (("A", "b"), ("B", "b")),
         (("A", "b"), ("B", "b")),
         (("A", "b"), ("B", "b")),
     ),
     (
-        9, "left", "C",
+        9,
+        "left",
+        "C",
         (("C", "a"), ("C", "b")),
         (("C", "a"), ("C", "b")),
         (("C", "a"), ("C", "b")),
     ),
     (
-        10, "right", "c",
+        10,
+        "right",
+        "c",
         (("A", "c"), ("B", "c"), ("C", "c")),
         (("A", "c"), ("B", "c"), ("C", "c")),
         (("A", "c"), ("B", "c"), ("C", "c")),
     ),
     (
-        14, "right", "d",
+        14,
+        "right",
+        "d",
         (("A", "d"), ("B", "d"), ("C", "d")),
         (("A", "d"), ("B", "d"), ("C", "d")),
         (("A", "d"), ("B", "d"), ("C", "d")),
     ),
     (
-        15, "left", "D",
+        15,
+        "left",
+        "D",
         (("D", "a"), ("D", "b"), ("D", "c"), ("D", "d")),
         (("D", "a"), ("D", "b"), ("D", "c"), ("D", "d")),
         (("D", "a"), ("D", "b"), ("D", "c"), ("D", "d")),

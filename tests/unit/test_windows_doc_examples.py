@@ -433,7 +433,7 @@ def test_documented_bytes_per_slot(aggs: list[Aggregation], groups: int, distinc
 
 
 # ---------------------------------------------------------------------------------------
-# Known gap: an emitted session that grows past wm is not re-emitted when it closes
+# Fixed: an emitted session that grows past wm re-emits when it closes (was a known gap)
 # ---------------------------------------------------------------------------------------
 
 

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# mypy --strict on operators/ and state/. They install as interlace.operators / interlace.state
+# (a package-dir mapping mypy cannot follow), so lint a tree of symlinks laid out as installed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+tree=$(mktemp -d)
+trap 'rm -rf "$tree"' EXIT
+mkdir -p "$tree/interlace"
+for f in interlace/*.py interlace/py.typed; do ln -s "$PWD/$f" "$tree/interlace/"; done
+ln -s "$PWD/interlace/testing" "$tree/interlace/testing"
+ln -s "$PWD/operators" "$tree/interlace/operators"
+ln -s "$PWD/state" "$tree/interlace/state"
+cd "$tree"
+"${MYPY:-mypy}" --strict --ignore-missing-imports --follow-imports=silent -p interlace.operators -p interlace.state
