@@ -464,3 +464,23 @@ def test_update_rejects_out_of_range_slots_and_missing_times() -> None:
         acc.update(acc.init(1), np.array([1]), np.array([1]), np.array([0]), np.array([0]))
     with pytest.raises(ValueError, match="event_time_us"):
         acc.update(acc.init(1), np.array([0]), np.array([1]))
+
+
+def test_hll_agrees_with_the_reference_hyperloglog_package():
+    """Cross-check with the `hyperloglog` package at the same precision (p=14)."""
+    import hyperloglog
+
+    from interlace.state.accumulators import make_accumulator
+
+    acc = make_accumulator("count_distinct", "approximate")
+    for n in (50, 5_000, 20_000):
+        values = np.array([f"user-{i}" for i in range(n)], dtype=object)
+        ours = int(acc.result(acc.update(acc.init(1), np.zeros(n, dtype=np.int64), values))[0])
+        ref = hyperloglog.HyperLogLog(0.01)  # the package's p=14 (its error 1.04/sqrt(2**14))
+        assert ref.p == 14
+        for v in values:
+            ref.add(v)
+        tolerance = 3 * 0.0081 * n + 1
+        assert abs(ours - n) <= tolerance
+        assert abs(len(ref) - n) <= tolerance
+        assert abs(ours - len(ref)) <= 2 * tolerance
