@@ -26,7 +26,8 @@ from pathlib import Path
 
 # Checked top of stack first: the first pattern a frame matches names the category.
 CATEGORIES: list[tuple[str, str]] = [
-    ("python: write Arrow to worker", r"ArrowWriter|ArrowPythonRunner.*Writer|BaseStreamingArrowWriter|"
+    ("python: write Arrow to worker",
+     r"ArrowWriter|ArrowPythonRunner.*Writer|BaseStreamingArrowWriter|"
      r"PythonArrowInput|ArrowStreamWriter|writeNextBatchToArrowStream|ApplyInPandasWithStateWriter"),
     ("python: read Arrow from worker", r"PythonArrowOutput|ArrowColumnVector|ArrowStreamReader|"
      r"ApplyInPandasWithStatePythonRunner\$\$anon.*read|ColumnarBatchRow|"
@@ -88,7 +89,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     for f in args.files:
         ss = samples(Path(f))
-        task = [(t, fr) for t, fr in ss if "org.apache.spark.executor.Executor$TaskRunner.run" in fr]
+        runner = "org.apache.spark.executor.Executor$TaskRunner.run"
+        task = [(t, fr) for t, fr in ss if runner in fr]
         driver = [(t, fr) for t, fr in ss if "stream execution thread" in t]
         print(f"## {Path(f).name}: {len(ss)} samples, {len(task)} in Spark tasks, "
               f"{len(driver)} in the stream execution thread (driver: planning, offsets, "

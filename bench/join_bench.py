@@ -2,8 +2,8 @@
 
 Run (from the repository root)::
 
-    /work/venv/bin/python bench/join_bench.py            # full run, writes bench/results/join-<date>.md
-    /work/venv/bin/python bench/join_bench.py --quick    # tiny smoke run (< 1 min), not for numbers
+    /work/venv/bin/python bench/join_bench.py            # full run -> bench/results/join-<date>.md
+    /work/venv/bin/python bench/join_bench.py --quick    # smoke run (about 1 min), not numbers
 
 What it does (see docs/performance.md for the method and the caveats):
 
@@ -136,7 +136,7 @@ def generate(w: Workload, rows: int, batches: int, seed: int) -> Data:
 
 
 def write_inputs(data: Data, root: Path) -> None:
-    """One Parquet file per side per batch; mtimes in batch order (see replay.write_parquet_rows)."""
+    """One Parquet file per side per batch, mtimes in batch order (as replay.write_parquet_rows)."""
     base_mtime = 1_700_000_000.0
     for side, batches in (("left", data.left), ("right", data.right)):
         d = root / side
@@ -272,7 +272,8 @@ class RunResult:
         return {
             "memoryUsedBytes": sum(int(o.get("memoryUsedBytes", 0)) for o in ops),
             "numRowsTotal": sum(int(o.get("numRowsTotal", 0)) for o in ops),
-            "numRowsDroppedByWatermark": sum(int(o.get("numRowsDroppedByWatermark", 0)) for o in ops),
+            "numRowsDroppedByWatermark": sum(
+                int(o.get("numRowsDroppedByWatermark", 0)) for o in ops),
             "watermark_ms": _wm_ms(p),
             "batchId": int(p["batchId"]),
         }
@@ -414,8 +415,9 @@ def run_query(spark: Any, root: Path, w: Workload, engine: str, key_groups: int 
     jvm = _jvm_pid() if jfr_dir else None
     if jfr_dir and jvm:
         _jcmd(jvm, "JFR.start", "name=bench", "settings=profile")
-    timing_dir = Path(os.environ.setdefault(
-        "INTERLACE_BENCH_TIMING_DIR", str(ckpt_root.parent / "timing")))
+    # Variant "timed" (bench/join_variants.py): the workers append per-call CPU times here. The
+    # variable is set before the JVM starts (main), so the Python workers inherit it.
+    timing_dir = Path(os.environ.get("INTERLACE_BENCH_TIMING_DIR", "/tmp/interlace-bench-timing"))
     shutil.rmtree(timing_dir, ignore_errors=True)
     gc.collect()
     cpu0 = cpu_snapshot()
@@ -426,7 +428,8 @@ def run_query(spark: Any, root: Path, w: Workload, engine: str, key_groups: int 
     seconds = time.perf_counter() - t0
     cpu = cpu_delta(cpu0, cpu_snapshot())
     if timing_dir.exists():  # variant "timed": CPU inside JoinFunction.__call__, per call
-        calls = [line.split() for f in timing_dir.glob("*.txt") for line in f.read_text().splitlines()]
+        calls = [line.split() for f in timing_dir.glob("*.txt")
+                 for line in f.read_text().splitlines()]
         timed = {"join_function": sum(float(c[0]) for c in calls),
                  "input_frames": sum(float(c[4]) for c in calls)}
         print(f"[timed] {len(calls)} calls: JoinFunction {timed['join_function']:.2f} CPU-s, "
@@ -502,7 +505,8 @@ def _cpu_model() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--quick", action="store_true", help="tiny smoke run (10k rows), not for numbers")
+    ap.add_argument("--quick", action="store_true",
+                    help="tiny smoke run (10k rows), not for numbers")
     ap.add_argument("--rows", type=int, default=None, help="rows per side per micro-batch (100000)")
     ap.add_argument("--batches", type=int, default=None, help="data micro-batches (4)")
     ap.add_argument("--workloads", default="abc", help="subset of a,b,c (default abc)")
@@ -511,7 +515,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sweep", default="8,16,32,64",
                     help="key_groups to sweep on workload b ('' to skip)")
     ap.add_argument("--repeat", type=int, default=None,
-                    help="runs per cell, engines interleaved; the fastest is reported (3; quick: 1)")
+                    help="runs per cell, engines interleaved; fastest reported (3; quick: 1)")
     ap.add_argument("--seed", type=int, default=20260302)
     ap.add_argument("--compare-variants", default="",
                     help="comma list of extra shim variants run beside interlace, e.g. fastconv")
@@ -519,15 +523,19 @@ def main(argv: list[str] | None = None) -> int:
                     help="folder: record a Java Flight Recording of the JVM per run (jcmd)")
     ap.add_argument("--variant", default="baseline", choices=["baseline", "fastconv", "timed"],
                     help="interlace shim variant (bench/join_variants.py; default: unchanged)")
-    ap.add_argument("--out", default=None, help="results file (default bench/results/join-<date>.md)")
+    ap.add_argument("--out", default=None,
+                    help="results file (default bench/results/join-<date>.md)")
     ap.add_argument("--workdir", default=None, help="where inputs and checkpoints go (tmp)")
     args = ap.parse_args(argv)
 
     # PySpark's applyInPandasWithState worker concatenates all-NA padding frames, which makes
     # pandas 2.x print a FutureWarning per call; Python workers inherit this variable.
     os.environ.setdefault("PYTHONWARNINGS", "ignore::FutureWarning")
-    from interlace import local_session
+    work = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="interlace-bench-"))
+    os.environ["INTERLACE_BENCH_TIMING_DIR"] = str(work / "timing")
     from interlace.state.keygroups import DEFAULT_KEY_GROUPS
+
+    from interlace import local_session
 
     rows = args.rows or (10_000 if args.quick else 100_000)
     batches = args.batches or (2 if args.quick else 4)
@@ -536,14 +544,17 @@ def main(argv: list[str] | None = None) -> int:
     extra_variants = [v for v in args.compare_variants.split(",") if v.strip()]
     sweep = [int(x) for x in args.sweep.split(",") if x.strip()]
     if args.quick:
-        sweep = [x for x in sweep if x in (8, key_groups)] or sweep[:1]
+        sweep = [key_groups] if sweep else []  # renders the sweep table without extra runs
     today = dt.date.today().isoformat()
-    out_path = Path(args.out) if args.out else (
-        HERE / "results" / ("join-" + today + ("-quick" if args.quick else "")
-                            + ("" if args.variant == "baseline" else f"-{args.variant}") + ".md"))
+    suffix = "" if args.variant == "baseline" else f"-{args.variant}"
+    if args.out:
+        out_path = Path(args.out)
+    elif args.quick:  # smoke runs do not belong in bench/results
+        out_path = Path(tempfile.gettempdir()) / f"interlace-join-bench-quick{suffix}.md"
+    else:
+        out_path = HERE / "results" / f"join-{today}{suffix}.md"
     command = " ".join(["/work/venv/bin/python", "bench/join_bench.py", *(argv or sys.argv[1:])])
 
-    work = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="interlace-bench-"))
     work.mkdir(parents=True, exist_ok=True)
     ckpt_root = work / "checkpoints"
     t_start = time.perf_counter()
@@ -554,8 +565,8 @@ def main(argv: list[str] | None = None) -> int:
         wanted = [c for c in args.workloads if c in WORKLOADS]
         if sweep and "b" not in wanted:
             wanted.append("b")
-        for i, name in enumerate(wanted):
-            data = generate(WORKLOADS[name], rows, batches, args.seed + i)
+        for name in wanted:
+            data = generate(WORKLOADS[name], rows, batches, args.seed + "abc".index(name))
             write_inputs(data, work / "in" / name)
             datasets[name] = data
             oracles[name] = oracle(data)
@@ -589,7 +600,8 @@ def main(argv: list[str] | None = None) -> int:
                           data.input_rows, ckpt_root, args.variant,
                           Path(args.jfr) if args.jfr else None)
             st = r.last_data_state
-            print(f"[run] {name} {engine:9s} kg={kg}: {r.rows_per_s:,.0f} rows/s ({r.seconds:.1f} s, "
+            print(f"[run] {name} {engine:9s} kg={kg}: {r.rows_per_s:,.0f} rows/s "
+                  f"({r.seconds:.1f} s, "
                   f"other load {r.foreign:.2f} cores), out={r.out_rows:,} "
                   f"checksum={pct_checksum(r.checksum)} "
                   f"state={st['memoryUsedBytes']:,}B/{st['numRowsTotal']:,} rows, "
@@ -681,7 +693,8 @@ def render(args: Any, results: dict[tuple[str, str, int | None], RunResult],
         f"flush batch; Parquet file source, maxFilesPerTrigger=1, trigger(availableNow=True); "
         f"foreachBatch sink computing count + sum(xxhash64(...)); runs per cell: {args.repeat} "
         "(engines interleaved; the fastest run is reported, all wall times listed below)",
-        f"- interlace: `Join(how=\"inner\", time_window_ms=W, lateness_ms=L, key_groups={key_groups})`"
+        "- interlace: `Join(how=\"inner\", time_window_ms=W, lateness_ms=L, "
+        f"key_groups={key_groups})`"
         "; native: `withWatermark(ts, L)` on both sides, "
         "`l.k = r.k AND r.ts BETWEEN l.ts - INTERVAL W AND l.ts + INTERVAL W`",
         f"- wall time of the whole script: {total_s:.0f} s",
@@ -769,7 +782,8 @@ def render(args: Any, results: dict[tuple[str, str, int | None], RunResult],
             "",
             f"## key_groups sweep (workload (b) {datasets['b'].workload.label})",
             "",
-            "| key_groups | interlace rows/s | vs native | interlace rows/CPU-s | vs native (CPU) | "
+            "| key_groups | interlace rows/s | vs native | interlace rows/CPU-s | "
+            "vs native (CPU) | "
             "state bytes (last data batch) | bytes / key group | outputs identical |",
             "|---:|---:|---:|---:|---:|---:|---:|---|",
         ]

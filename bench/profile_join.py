@@ -44,10 +44,9 @@ import pyarrow as pa
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import join_variants  # noqa: E402
-from join_bench import T0_US, WORKLOADS, generate  # noqa: E402
-
 from interlace.operators import join as J  # noqa: E402
 from interlace.state.buffers import JoinBuffers, decode_join_state, encode_join_state  # noqa: E402
+from join_bench import T0_US, WORKLOADS, generate  # noqa: E402
 
 
 class State:
@@ -86,7 +85,9 @@ def mix_hash(k: np.ndarray, n: int) -> np.ndarray:
     return (x % np.uint64(n)).astype(np.int32)
 
 
-def prepared_batch(left: tuple[np.ndarray, ...], right: tuple[np.ndarray, ...], kg: int) -> pa.Table:
+def prepared_batch(
+    left: tuple[np.ndarray, ...], right: tuple[np.ndarray, ...], kg: int
+) -> pa.Table:
     """The rows ``prepare_join`` feeds to the grouped operator, as Spark's Arrow types."""
     ts = pa.timestamp("us", tz="UTC")
     nl, nr = len(left[0]), len(right[0])
@@ -112,7 +113,8 @@ def prepared_batch(left: tuple[np.ndarray, ...], right: tuple[np.ndarray, ...], 
     table = pa.Table.from_arrays(arrays, names=names)
     assert table.num_rows == n
     # Spark sorts each partition by the grouping key before the operator.
-    return table.take(pa.array(np.argsort(table.column(J.KEY_GROUP_COLUMN).to_numpy(), kind="stable")))
+    order = np.argsort(table.column(J.KEY_GROUP_COLUMN).to_numpy(), kind="stable")
+    return table.take(pa.array(order))
 
 
 def main(argv: list[str] | None = None) -> int:
