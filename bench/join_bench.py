@@ -538,7 +538,7 @@ def main(argv: list[str] | None = None) -> int:
     from interlace import local_session
 
     rows = args.rows or (10_000 if args.quick else 100_000)
-    batches = args.batches or (2 if args.quick else 4)
+    batches = args.batches or (1 if args.quick else 4)
     key_groups = args.key_groups or DEFAULT_KEY_GROUPS
     args.repeat = args.repeat or (1 if args.quick else 3)
     extra_variants = [v for v in args.compare_variants.split(",") if v.strip()]

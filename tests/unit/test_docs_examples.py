@@ -244,3 +244,14 @@ if __name__ == "__main__":  # print the tables, to paste into docs/joins.md
     print(seed003_emission_table("min"))
     print()
     print(seed003_null_padded_table())
+
+
+def test_api_reference_is_generated_from_the_current_docstrings():
+    import importlib.util
+    from pathlib import Path
+
+    docs = Path(__file__).resolve().parents[2] / "docs"
+    spec = importlib.util.spec_from_file_location("gen_api", docs / "gen_api.py")
+    gen = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gen)
+    assert (docs / "api.md").read_text() == gen.render(), "run: python docs/gen_api.py"

@@ -1,0 +1,49 @@
+"""Generate docs/api.md from the public docstrings: ``python docs/gen_api.py``."""
+
+from __future__ import annotations
+
+import inspect
+import re
+from pathlib import Path
+
+MODULES = [
+    "interlace",
+    "interlace.operators.join",
+    "interlace.operators.window",
+    "interlace.pipeline",
+    "interlace.runner",
+    "interlace.targets",
+    "interlace.sinks",
+    "interlace.metrics",
+    "interlace.state.blob",
+    "interlace.state.buffers",
+    "interlace.state.accumulators",
+    "interlace.state.keygroups",
+    "interlace.testing",
+]
+
+
+def render() -> str:
+    """Return the markdown API reference."""
+    import importlib
+
+    out = ["# API reference", "", "Generated from the docstrings by `docs/gen_api.py`; do not edit.", ""]
+    for name in MODULES:
+        mod = importlib.import_module(name)
+        out += [f"## `{name}`", "", inspect.cleandoc(mod.__doc__ or ""), ""]
+        for attr in getattr(mod, "__all__", []):
+            obj = getattr(mod, attr)
+            if getattr(obj, "__module__", name) != name or not (inspect.isclass(obj) or inspect.isfunction(obj)):
+                continue
+            try:
+                sig = str(inspect.signature(obj))
+            except (TypeError, ValueError):
+                sig = ""
+            # Defaults like sys.stderr repr differently under pytest's capture: name them.
+            sig = re.sub(r"<_io\.TextIOWrapper .*?encoding='[^']*'>", "sys.stderr", sig)
+            out += [f"### `{attr}{sig}`", "", inspect.cleandoc(obj.__doc__ or ""), ""]
+    return "\n".join(out).rstrip() + "\n"
+
+
+if __name__ == "__main__":
+    Path(__file__).with_name("api.md").write_text(render())
