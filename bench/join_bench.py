@@ -24,6 +24,14 @@ What it does (see docs/performance.md for the method and the caveats):
   last data batch (the peak; the final flush batch has evicted most rows) and of the last
   progress. For interlace ``numRowsTotal`` counts key groups, so buffered rows are computed from the
   data (rows not yet evicted at that batch's watermark) and bytes per buffered row uses those.
+* Each cell runs ``--repeat`` times (3), engines interleaved; the fastest run is reported, with
+  every wall time and, per run, the CPU seconds of Spark's JVM, the Python workers, the driver
+  and of processes outside the benchmark (from /proc), plus input rows per CPU-second of the
+  benchmark's own processes, which outside load disturbs far less than wall time.
+* ``--sweep`` runs interlace on workload (b) with each ``key_groups``; ``--variant`` /
+  ``--compare-variants`` run a proposed shim from bench/join_variants.py; ``--jfr DIR`` records
+  a Java Flight Recording per run (see bench/jfr_top.py). Raw results go to a ``.json`` beside
+  the report.
 """
 
 from __future__ import annotations

@@ -18,6 +18,11 @@ worker would:
 3. ``output``: PySpark's ``PandasToArrowConversion.convert`` of the yielded frames and the
    pickling of the state value.
 
+It does not emulate PySpark's ``construct_record_batch`` (the all-NA padding ``pd.concat`` and
+the framing of output and state into one record batch), nor the worker's Arrow IPC and the
+JVM-side pickling of the state, so it understates PySpark's share: in real workers interlace's
+``JoinFunction`` is about a fifth to a third of the Python CPU (docs/performance.md).
+
 Key groups are assigned with a 64-bit mix hash, not Spark's xxhash64, so which key lands in
 which group differs from Spark; sizes per group are the same in distribution. The Spark
 watermark of batch ``i`` is ``min(max left t, max right t) - lateness`` over batches ``< i``,
