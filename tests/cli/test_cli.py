@@ -147,16 +147,30 @@ def test_validate_accepts_the_examples_and_reports_errors(tmp_path):
     assert proc.returncode == 2 and "bogus_key" in proc.stderr
 
 
-def test_run_join_pipeline_parquet_to_duckdb_equals_oracle(tmp_path):
+def test_run_join_pipeline_parquet_to_duckdb_with_dead_letters_equals_oracle(tmp_path):
     log = join_log()
+    # Two payments far behind the watermark: dead letters under dlq.
+    late = ({"order_id": 1, "paid": 9.0, "pay_ts": at(2)}, {"order_id": 2, "paid": 9.0, "pay_ts": at(3)})
+    log[3] = JoinBatch(left=log[3].left, right=log[3].right + late)
     write_join_inputs(tmp_path, log)
-    (tmp_path / "p.toml").write_text(JOIN_TOML)
+    text = JOIN_TOML.replace('lateness_ms = 5000', 'lateness_ms = 5000\nlate_data = "dlq"').replace(
+        "[spark]", '[dead_letter]\nkind = "duckdb"\npath = "out/result.duckdb"\ntable = "letters"\n\n[spark]')
+    (tmp_path / "p.toml").write_text(text)
     proc = cli("run", "p.toml", cwd=tmp_path)
     assert "batch 0" in proc.stderr and "done:" in proc.stderr
+    from interlace.pipeline import Pipeline
+
+    want = oracle_join(Pipeline.from_toml(text).join, log, left_columns=ORDERS.names,
+                       right_columns=PAYS.names)
+    normal = [{k: v for k, v in o.row.items() if k != "_dead_letter"} for o in want.rows
+              if o.row["_dead_letter"] is None]
+    letters = sorted(json.loads(o.row["_dead_letter"])["row"]["pay_ts"] for o in want.rows
+                     if o.row["_dead_letter"] is not None)
     got = rows_of(read_table(tmp_path / "out/result.duckdb", "joined"))
-    assert Counter(canonical_rows(got)) == expected_join(log, JOIN_TOML)
-    # A rerun from the checkpoint (nothing new; nothing written twice) is covered by the
-    # SIGKILL test below.
+    assert Counter(canonical_rows(got)) == Counter(canonical_rows(normal))
+    got_letters = read_table(tmp_path / "out/result.duckdb", "letters")["dead_letter"]
+    assert sorted(json.loads(x)["row"]["pay_ts"] for x in got_letters) == letters
+    assert len(letters) == 2
 
 
 def test_sigkill_mid_stream_then_rerun_gives_exactly_the_uninterrupted_result(tmp_path):
@@ -391,3 +405,59 @@ def _free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def test_explain_prints_the_seed_003_table(tmp_path):
+    from interlace.testing.seed003 import KAFKA_TABLE
+
+    events = [{"side": side, "ts": sec, "key": "k", "value": v} for sec, side, v, *_ in KAFKA_TABLE]
+    (tmp_path / "log.json").write_text(json.dumps({"events": events}))
+    proc = cli("explain", "log.json", "--time-window-ms", "15000", "--late-data", "reopen",
+               "--allowed-lateness-ms", "5000", "--how", "inner,left,full", cwd=tmp_path)
+    lines = proc.stdout.splitlines()
+    assert lines[0].split("|")[0].strip() == "ts" and "full" in lines[0]
+    row_15 = next(line for line in lines if line.startswith("15 "))
+    assert all(p in row_15 for p in ("D - a", "D - b", "D - c", "D - d"))
+    assert "E - null" in lines[-1] and "no-data batch" in lines[-1]
+
+
+def test_rate_source_runs_continuously_and_stops_cleanly_on_ctrl_c(tmp_path):
+    text = """
+name = "rate"
+[[sources]]
+name = "ticks"
+format = "rate"
+options = { rowsPerSecond = "50" }
+event_time_column = "timestamp"
+[transform.window]
+kind = "tumbling"
+duration_ms = 1000
+max_groups_per_window = 10
+key_groups = 1
+[[transform.window.aggregations]]
+agg = "count"
+as = "n"
+[target]
+kind = "duckdb"
+path = "out/rate.duckdb"
+[spark]
+checkpoint = "out/checkpoint"
+shuffle_partitions = 1
+"""
+    (tmp_path / "r.toml").write_text(text)
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    proc = subprocess.Popen([*INTERLACE, "run", "r.toml", "--continuous"], cwd=tmp_path, env=env,
+                            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+    assert proc.stderr is not None
+    deadline, seen = time.time() + 300, []
+    while time.time() < deadline:
+        line = proc.stderr.readline()
+        seen.append(line)
+        if "out " in line and "batch" in line and " out 0 rows" not in line:
+            break
+    proc.send_signal(signal.SIGINT)
+    rest = proc.communicate(timeout=120)[1]
+    assert proc.returncode == 130, "".join(seen) + rest
+    assert "done:" in rest
+    counts = read_table(tmp_path / "out/rate.duckdb", "rate")["n"]
+    assert len(counts) >= 1 and (counts > 0).all()

@@ -219,3 +219,17 @@ def test_input_errors_are_raised_before_any_query(spark, tmp_path):
         stream_join(stream.withColumnRenamed("v", "__il_v"), stream, Join(**ok))
     with pytest.raises(ConfigError, match="incompatible types"):
         stream_join(stream.withColumn("id", F.col("id").cast("string")), stream, Join(**ok))
+
+
+def test_restart_with_the_rocksdb_state_store_provider(spark, tmp_path):
+    key = "spark.sql.streaming.stateStore.providerClass"
+    spark.conf.set(key, "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider")
+    try:
+        spec = Join(left_keys=["id"], right_keys=["id"], how="left", time_window_ms=4_000,
+                    event_time_column="ts", lateness_ms=1_000, key_groups=3)
+        log = late_log()
+        restarted = replay_join(spark, log, SCHEMA, SCHEMA, spec, workdir=tmp_path, restart_at=[3])
+        assert_matches_oracle(restarted, log, spec, list(COLS), list(COLS))
+        assert (tmp_path / "checkpoint" / "state").exists()
+    finally:
+        spark.conf.unset(key)
