@@ -3,6 +3,8 @@
 # (a package-dir mapping mypy cannot follow), so lint a tree of symlinks laid out as installed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+mypy_bin=${MYPY:-mypy}
+case "$mypy_bin" in */*) mypy_bin=$(realpath "$mypy_bin") ;; esac
 tree=$(mktemp -d)
 trap 'rm -rf "$tree"' EXIT
 mkdir -p "$tree/interlace"
@@ -11,4 +13,4 @@ ln -s "$PWD/interlace/testing" "$tree/interlace/testing"
 ln -s "$PWD/operators" "$tree/interlace/operators"
 ln -s "$PWD/state" "$tree/interlace/state"
 cd "$tree"
-"${MYPY:-mypy}" --strict --ignore-missing-imports --follow-imports=silent -p interlace.operators -p interlace.state
+"$mypy_bin" --strict --ignore-missing-imports --follow-imports=silent -p interlace.operators -p interlace.state

@@ -666,8 +666,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=None,
                     help="timed runs per cell after the verification run (3; quick: 0, "
                          "the verification run is timed instead)")
-    ap.add_argument("--sweep", default="8",
-                    help="more interlace key_groups to time (comma-separated; '' for none)")
+    ap.add_argument("--sweep", default="8,32",
+                    help="more interlace key_groups to time (comma-separated; '' for none; the "
+                         "main comparison's --key-groups is skipped)")
     ap.add_argument("--no-floor", dest="floor", action="store_false",
                     help="skip the no-op applyInPandasWithState runs (the floor)")
     ap.add_argument("--profile", action="store_true", help="cProfile the hot path")
@@ -685,7 +686,7 @@ def main(argv: list[str] | None = None) -> int:
     batches = args.batches or (1 if args.quick else 4)
     key_groups = args.key_groups or DEFAULT_KEY_GROUPS
     repeat = args.repeat if args.repeat is not None else (0 if args.quick else 3)
-    sweep = [int(x) for x in args.sweep.split(",") if x.strip()]
+    sweep = [int(x) for x in args.sweep.split(",") if x.strip() and int(x) != key_groups]
     if args.quick:
         sweep, args.floor = [], False
     names = [n.strip() for n in args.workloads.split(",") if n.strip()]
