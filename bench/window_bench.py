@@ -2,8 +2,8 @@
 
 Run (from the repository root)::
 
-    /work/venv/bin/python bench/window_bench.py            # full run, writes bench/results/window-<date>.md
-    /work/venv/bin/python bench/window_bench.py --quick    # tiny smoke run (< 1 min), not for numbers
+    /work/venv/bin/python bench/window_bench.py          # -> bench/results/window-<date>.md
+    /work/venv/bin/python bench/window_bench.py --quick  # tiny smoke run, not for numbers
 
 What it does (docs/performance-windows.md has the method, the results and the caveats):
 
@@ -30,7 +30,11 @@ What it does (docs/performance-windows.md has the method, the results and the ca
   non-zero on any disagreement.
 * Throughput = input rows / wall time from ``start()`` to the end of ``awaitTermination()``
   (``trigger(availableNow=True)``), in one ``local_session(master="local[2]",
-  shuffle_partitions=4)``.
+  shuffle_partitions=4)``; also CPU seconds per process kind from /proc (JVM, Python workers,
+  driver, other load) and input rows per CPU second of the benchmark's own processes.
+* Besides the main comparison (interlace at ``--key-groups``, the library default unless
+  given): interlace at the other ``--sweep`` key_groups, and the "floor": a no-op
+  ``applyInPandasWithState`` function on interlace's prepared input (``--no-floor`` skips it).
 * State: ``memoryUsedBytes`` / ``numRowsTotal`` of the state operator from the progress of the
   last full data batch. Native ``numRowsTotal`` counts (window, key) rows (sessions, for
   session windows); interlace's counts key groups, so interlace's bytes are divided by the
@@ -165,7 +169,8 @@ def generate(rows: int, batches: int, keys: int, span_s: float, seed: int) -> Da
         u = rng.integers(0, 1_000_000, rows, dtype=np.int64)
         out.append((k, t, v, u))
     flush_t = T0_US + batches * span_us + FLUSH_AHEAD_US
-    out.append((np.zeros(1, np.int64), np.array([flush_t], np.int64), np.zeros(1), np.zeros(1, np.int64)))
+    out.append((np.zeros(1, np.int64), np.array([flush_t], np.int64), np.zeros(1),
+                np.zeros(1, np.int64)))
     return Data(out, keys, span_s)
 
 
@@ -397,7 +402,8 @@ def run_query(spark: Any, root: Path, w: Workload, engine: str, key_groups: int,
     frame = None
     if collect:
         frames = [f for f in acc["frames"] if len(f)]
-        frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=OUT_COLUMNS)
+        frame = (pd.concat(frames, ignore_index=True) if frames
+                 else pd.DataFrame(columns=OUT_COLUMNS))
     return RunResult(engine, w.name, input_rows, seconds, acc["n"], acc["s"], progress, cpu,
                      [seconds], frame)
 
@@ -422,7 +428,8 @@ def normalize_output(frame: pd.DataFrame) -> pd.DataFrame:
         out[c] = out[c].astype(np.int64)
     for c in ("s", "mn", "mx", "a"):
         out[c] = out[c].astype(np.float64)
-    return out.sort_values(["window_start", "window_end", "k"], kind="stable").reset_index(drop=True)
+    out = out.sort_values(["window_start", "window_end", "k"], kind="stable")
+    return out.reset_index(drop=True)
 
 
 @dataclasses.dataclass
@@ -618,7 +625,6 @@ class BlobSize:
 def blob_size(w: Workload, data: Data, key_groups: int) -> BlobSize:
     """Encode key group 0's state after the last full micro-batch; bytes per part."""
     import msgpack
-
     from interlace.operators.window import WindowState, step_window
     from interlace.state.buffers import table_to_ipc
 
@@ -674,7 +680,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--profile", action="store_true", help="cProfile the hot path")
     ap.add_argument("--no-spark", action="store_true", help="only the Spark-free measurements")
     ap.add_argument("--seed", type=int, default=20260302)
-    ap.add_argument("--out", default=None, help="results file (default bench/results/window-<date>.md)")
+    ap.add_argument("--out", default=None,
+                    help="results file (default bench/results/window-<date>.md)")
     ap.add_argument("--workdir", default=None, help="where inputs and checkpoints go (tmp)")
     args = ap.parse_args(argv)
 
@@ -697,7 +704,8 @@ def main(argv: list[str] | None = None) -> int:
     out_path = Path(args.out) if args.out else (
         HERE / "results" / ("window-" + today + ("-quick" if args.quick else "") + ".md"))
     command = " ".join(["/work/venv/bin/python", "bench/window_bench.py", *(argv or sys.argv[1:])])
-    work = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="interlace-wbench-"))
+    work = (Path(args.workdir) if args.workdir
+            else Path(tempfile.mkdtemp(prefix="interlace-wbench-")))
     work.mkdir(parents=True, exist_ok=True)
     t_start = time.perf_counter()
     failures: list[str] = []
@@ -849,8 +857,9 @@ def render(args: Any, command: str, names: list[str], data: Data, rows: int, key
         f"`lateness_ms`={LATENESS_MS:,} (native `withWatermark(ts, '{LATENESS_MS} milliseconds')`)",
         f"- interlace: `window_aggregate(df, Window(kind=..., group_by=[\"k\"], "
         f"key_groups={key_groups}, max_groups_per_window=1_000_000, aggregations=[...]))`, "
-        "distinct = HyperLogLog p=14; native: `groupBy(window(...)|session_window(...), k).agg(...)`"
-        f" in append mode, `approx_count_distinct(u)` rsd={rsd}",
+        "distinct = HyperLogLog p=14; native: "
+        "`groupBy(window(...)|session_window(...), k).agg(...)` in append mode, "
+        f"`approx_count_distinct(u)` rsd={rsd}",
         f"- runs per cell: 1 verification run (output collected, not timed) + {repeat} timed "
         "(all cells of a workload interleaved, the fastest run reported, all listed below)"
         + (" — --quick: the verification run is the timed one" if repeat == 0 else ""),
@@ -887,10 +896,10 @@ def render(args: Any, command: str, names: list[str], data: Data, rows: int, key
             "in every timed run both engines give the oracle's row count and the same checksum "
             "(xxhash64 over window, key, count, sum, min, max, round(avg, 6)).",
             "",
-            "rows / CPU-s: input rows per CPU second used by the benchmark's own processes (Spark's "
-            "JVM, the Python workers, the driver), from /proc: less sensitive than wall time to "
-            "other load on the machine (\"other load\": average cores used by other processes "
-            "during the native and the interlace run).",
+            "rows / CPU-s: input rows per CPU second used by the benchmark's own processes "
+            "(Spark's JVM, the Python workers, the driver), from /proc: less sensitive than wall "
+            "time to other load on the machine (\"other load\": average cores used by other "
+            "processes during the native and the interlace run).",
         ]
         extra = [k for k in results if k[1] != "native" and k != (k[0], "interlace", key_groups)]
         if extra:
@@ -899,8 +908,8 @@ def render(args: Any, command: str, names: list[str], data: Data, rows: int, key
                 "\"floor\": a no-op function (reads every frame, keeps an 8-byte state, emits "
                 "nothing) on interlace's prepared input and key groups: what Spark's stateful "
                 "pandas path costs before interlace does any work.", "",
-                "| workload | engine | key_groups | rows/s | vs native | rows / CPU-s | vs native | "
-                "JVM CPU-s | Python workers CPU-s | other load (cores) |",
+                "| workload | engine | key_groups | rows/s | vs native | rows / CPU-s | "
+                "vs native | JVM CPU-s | Python workers CPU-s | other load (cores) |",
                 "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
             ]
             for n in names:
@@ -911,8 +920,9 @@ def render(args: Any, command: str, names: list[str], data: Data, rows: int, key
                     lines.append(
                         f"| {WORKLOADS[n].label} | {key[1]} | {'' if key[2] is None else key[2]} | "
                         f"{fmt_int(r.rows_per_s)} | {r.rows_per_s / nat.rows_per_s:.2f}x | "
-                        f"{fmt_int(r.rows_per_cpu_s)} | {r.rows_per_cpu_s / nat.rows_per_cpu_s:.2f}x"
-                        f" | {r.cpu.get('jvm', 0):.1f} | {r.cpu.get('python_workers', 0):.1f} | "
+                        f"{fmt_int(r.rows_per_cpu_s)} | "
+                        f"{r.rows_per_cpu_s / nat.rows_per_cpu_s:.2f}x | "
+                        f"{r.cpu.get('jvm', 0):.1f} | {r.cpu.get('python_workers', 0):.1f} | "
                         f"{r.foreign:.2f} |")
         lines += [
             "", "## Correctness detail (verification runs)", "",
@@ -936,9 +946,9 @@ def render(args: Any, command: str, names: list[str], data: Data, rows: int, key
         for n in names:
             for engine, kg in (("native", None), ("interlace", key_groups)):
                 _, st = results[(n, engine, kg)].last_full_batch(rows)
-                lines.append(f"| {WORKLOADS[n].label} | {engine} | {fmt_bytes(st['memoryUsedBytes'])}"
-                             f" | {st['numRowsTotal']:,} | {held[n]:,} | "
-                             f"{st['memoryUsedBytes'] / max(held[n], 1):,.0f} |")
+                lines.append(f"| {WORKLOADS[n].label} | {engine} | "
+                             f"{fmt_bytes(st['memoryUsedBytes'])} | {st['numRowsTotal']:,} | "
+                             f"{held[n]:,} | {st['memoryUsedBytes'] / max(held[n], 1):,.0f} |")
         lines += [
             "",
             "numRowsTotal: native = state rows, one per (window, key) (session windows: one per "
@@ -992,14 +1002,16 @@ def render(args: Any, command: str, names: list[str], data: Data, rows: int, key
             "of PySpark's Python workers (interlace's step runs there), of the driver and of "
             "processes outside the benchmark (from /proc; 2 cores give at most 2 CPU-s per "
             "wall second).", "",
-            "| workload | engine | key_groups | wall times (s) | JVM CPU-s | Python workers CPU-s | "
-            "driver CPU-s | outside CPU-s (avg cores) | dropped by watermark |",
+            "| workload | engine | key_groups | wall times (s) | JVM CPU-s | "
+            "Python workers CPU-s | driver CPU-s | outside CPU-s (avg cores) | "
+            "dropped by watermark |",
             "|---|---|---:|---|---:|---:|---:|---:|---:|",
         ]
         for (n, engine, kg), r in results.items():
             c = r.cpu
+            walls = ", ".join(f"{x:.1f}" for x in r.all_seconds)
             lines.append(f"| {WORKLOADS[n].label} | {engine} | {'' if kg is None else kg} | "
-                         f"{', '.join(f'{x:.1f}' for x in r.all_seconds)} | {c.get('jvm', 0):.1f} | "
+                         f"{walls} | {c.get('jvm', 0):.1f} | "
                          f"{c.get('python_workers', 0):.1f} | {c.get('driver', 0):.1f} | "
                          f"{c.get('outside', 0):.1f} ({r.foreign:.2f}) | {r.dropped} |")
         lines += ["", "Per-batch timings of the fastest run (ms: triggerExecution / addBatch):", ""]

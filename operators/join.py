@@ -931,20 +931,32 @@ class JoinFunction:
 
 
 def frames_to_table(schema: pa.Schema, frames: Iterator[pd.DataFrame]) -> pa.Table:
-    """Concatenate Spark's input frames into one Arrow table with ``schema``'s columns."""
-    tables = [
-        pa.Table.from_pandas(f[schema.names], schema=schema, preserve_index=False)
-        for f in frames
-        if len(f)
-    ]
+    """Concatenate Spark's input frames into one Arrow table with ``schema``'s columns.
+
+    One ``pa.array(..., from_pandas=True)`` per column (NaN/NaT become nulls, float64-with-NaN
+    becomes a nullable int64): measured faster than ``pa.Table.from_pandas`` per frame
+    (bench/join_variants.py ``fastconv``: 1.29x on the 10k-key workload, same output).
+    """
+    tables = []
+    for f in frames:
+        if not len(f):
+            continue
+        arrays = [
+            pa.array(f[name], type=fld.type, from_pandas=True)
+            for name, fld in zip(schema.names, schema, strict=True)
+        ]
+        tables.append(pa.Table.from_arrays(arrays, schema=schema))
     if not tables:
         return schema.empty_table()
     return pa.concat_tables(tables) if len(tables) > 1 else tables[0]
 
 
 def table_to_pandas(table: pa.Table) -> pd.DataFrame:
-    """Convert output rows to pandas without losing int64 precision to float NaN."""
-    return table.to_pandas(integer_object_nulls=True, date_as_object=True)
+    """Convert output rows to pandas without losing int64 precision to float NaN.
+
+    Without Arrow's thread pool: Spark already keeps the cores busy.
+    """
+    return table.to_pandas(integer_object_nulls=True, date_as_object=True, use_threads=False)
 
 
 # --------------------------------------------------------------------------------------------

@@ -16,9 +16,9 @@ from collections.abc import Sequence
 
 __all__ = ["DEFAULT_KEY_GROUPS", "MAX_KEY_GROUPS", "key_group_sql", "validate_key_groups"]
 
-#: Measured default (docs/performance.md, bench/results/): at local[2] with 4 shuffle
-#: partitions, 8 key groups gave the highest throughput for joins (10k keys: 2.2x native vs 1.5x
-#: at 16-64) and for every window kind; more key groups only pay off with more cores.
+#: Measured default (docs/performance.md, bench/results/join-2026-11-22-sweep.md): at local[2]
+#: with 4 shuffle partitions, 8, 16 and 32 key groups are equal within noise for joins (64 costs
+#: ~20% more CPU), and 8 was fastest for every window kind (docs/performance-windows.md).
 DEFAULT_KEY_GROUPS = 8
 MAX_KEY_GROUPS = 1 << 20
 
