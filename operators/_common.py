@@ -145,3 +145,37 @@ def arrow_schema_for(schema: T.StructType) -> pa.Schema:
             at = to_arrow_type(f.dataType)
         fields.append(pa.field(f.name, at, nullable=True))
     return pa.schema(fields)
+
+
+def check_late_data_fields(
+    late_data: str,
+    lateness_ms: object,
+    allowed_lateness_ms: object,
+    dlq_horizon_ms: object,
+    allowance_ms: int,
+) -> None:
+    """Validate the late-data fields shared by every operator spec (SEMANTICS §1, §6).
+
+    Args:
+        late_data: The (already checked) policy.
+        lateness_ms: ``lateness_ms`` as given.
+        allowed_lateness_ms: ``allowed_lateness_ms`` as given.
+        dlq_horizon_ms: ``dlq_horizon_ms`` as given.
+        allowance_ms: The resolved allowance ``AL`` (reopen: the allowed lateness, else 0).
+    """
+    check_int("lateness_ms", lateness_ms, minimum=0)
+    check_int("allowed_lateness_ms", allowed_lateness_ms, allow_none=True)
+    check_int("dlq_horizon_ms", dlq_horizon_ms, minimum=1)
+    if late_data == "reopen" and allowance_ms <= 0:
+        msg = (
+            "`allowed_lateness_ms` must be > 0 under late_data='reopen' (got "
+            f"allowed_lateness_ms={allowed_lateness_ms}, lateness_ms={lateness_ms}); "
+            "set allowed_lateness_ms, or use late_data='drop'"
+        )
+        raise ConfigError(msg)
+    if late_data != "reopen" and allowed_lateness_ms is not None:
+        msg = (
+            f"`allowed_lateness_ms` only applies to late_data='reopen' (got "
+            f"late_data={late_data!r}); remove it or set late_data='reopen'"
+        )
+        raise ConfigError(msg)

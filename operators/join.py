@@ -45,6 +45,7 @@ from interlace.operators._common import (
     as_name_tuple,
     check_event_time,
     check_int,
+    check_late_data_fields,
     check_literal,
     reject_reserved,
     require_columns,
@@ -215,22 +216,13 @@ class Join:
                     f"upper_ms={self.upper_ms}); the bound is r.t - l.t in [lower_ms, upper_ms]"
                 )
                 raise ConfigError(msg)
-        check_int("lateness_ms", self.lateness_ms, minimum=0)
-        check_int("allowed_lateness_ms", self.allowed_lateness_ms, allow_none=True)
-        check_int("dlq_horizon_ms", self.dlq_horizon_ms, minimum=1)
-        if self.late_data == "reopen" and self.allowance_ms <= 0:
-            msg = (
-                "`allowed_lateness_ms` must be > 0 under late_data='reopen' (got "
-                f"allowed_lateness_ms={self.allowed_lateness_ms}, lateness_ms={self.lateness_ms}); "
-                "set allowed_lateness_ms, or use late_data='drop'"
-            )
-            raise ConfigError(msg)
-        if self.late_data != "reopen" and self.allowed_lateness_ms is not None:
-            msg = (
-                f"`allowed_lateness_ms` only applies to late_data='reopen' (got "
-                f"late_data={self.late_data!r}); remove it or set late_data='reopen'"
-            )
-            raise ConfigError(msg)
+        check_late_data_fields(
+            self.late_data,
+            self.lateness_ms,
+            self.allowed_lateness_ms,
+            self.dlq_horizon_ms,
+            self.allowance_ms,
+        )
         for side in ("left", "right"):
             col = self.side_event_time_column(side)
             if col is None:

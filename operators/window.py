@@ -40,6 +40,7 @@ from interlace.operators._common import (
     as_name_tuple,
     check_event_time,
     check_int,
+    check_late_data_fields,
     check_literal,
     reject_reserved,
     require_columns,
@@ -247,22 +248,13 @@ class Window:
             elif self.hop_ms is not None:
                 msg = "`hop_ms` only applies to kind='hopping'; remove it or use kind='hopping'"
                 raise ConfigError(msg)
-        check_int("lateness_ms", self.lateness_ms, minimum=0)
-        check_int("allowed_lateness_ms", self.allowed_lateness_ms, allow_none=True)
-        check_int("dlq_horizon_ms", self.dlq_horizon_ms, minimum=1)
-        if self.late_data == "reopen" and self.allowance_ms <= 0:
-            msg = (
-                "`allowed_lateness_ms` must be > 0 under late_data='reopen' (got "
-                f"allowed_lateness_ms={self.allowed_lateness_ms}, lateness_ms={self.lateness_ms}); "
-                "set allowed_lateness_ms, or use late_data='drop'"
-            )
-            raise ConfigError(msg)
-        if self.late_data != "reopen" and self.allowed_lateness_ms is not None:
-            msg = (
-                f"`allowed_lateness_ms` only applies to late_data='reopen' (got "
-                f"late_data={self.late_data!r})"
-            )
-            raise ConfigError(msg)
+        check_late_data_fields(
+            self.late_data,
+            self.lateness_ms,
+            self.allowed_lateness_ms,
+            self.dlq_horizon_ms,
+            self.allowance_ms,
+        )
         names = [
             self.window_start_column,
             self.window_end_column,
