@@ -526,14 +526,16 @@ def main(argv: list[str] | None = None) -> int:
                     help="runs per cell, engines interleaved; fastest reported (3; quick: 1)")
     ap.add_argument("--seed", type=int, default=20260302)
     ap.add_argument("--compare-variants", default="",
-                    help="comma list of extra shim variants run beside interlace, e.g. fastconv")
+                    help="comma list of extra shim variants run beside interlace, e.g. timed")
     ap.add_argument("--jfr", default=None,
                     help="folder: record a Java Flight Recording of the JVM per run (jcmd)")
-    ap.add_argument("--variant", default="baseline", choices=["baseline", "fastconv", "timed"],
+    ap.add_argument("--variant", default="baseline", choices=["baseline", "timed"],
                     help="interlace shim variant (bench/join_variants.py; default: unchanged)")
     ap.add_argument("--out", default=None,
                     help="results file (default bench/results/join-<date>.md)")
     ap.add_argument("--workdir", default=None, help="where inputs and checkpoints go (tmp)")
+    ap.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                    help="extra Spark setting for the session (repeatable; both engines)")
     args = ap.parse_args(argv)
 
     # PySpark's applyInPandasWithState worker concatenates all-NA padding frames, which makes
@@ -586,7 +588,8 @@ def main(argv: list[str] | None = None) -> int:
         warm_data = generate(warm, 2_000, 2, args.seed - 1)
         write_inputs(warm_data, work / "in" / "warm")
 
-        spark = local_session("interlace-join-bench", master="local[2]", shuffle_partitions=4)
+        spark = local_session("interlace-join-bench", master="local[2]", shuffle_partitions=4,
+                              conf=dict(c.split("=", 1) for c in args.conf))
         print("[spark] session up", flush=True)
         for engine in ("native", "interlace") if not args.quick else ():
             r = run_query(spark, work / "in" / "warm", warm, engine, key_groups,
@@ -696,7 +699,7 @@ def render(args: Any, results: dict[tuple[str, str, int | None], RunResult],
         f"pyarrow {v['pyarrow']}, numpy {v['numpy']}, Python {v['python']}, {v['java']}",
         f"- {v['cores']} cores ({v['cpu']}), {v['platform']}; "
         "`local_session(master=\"local[2]\", shuffle_partitions=4)`, default (HDFS-backed) state "
-        "store",
+        "store" + "".join(f"; `{c}`" for c in args.conf),
         f"- {rows:,} rows per side per micro-batch, {batches} data micro-batches + Spark's no-data "
         f"flush batch; Parquet file source, maxFilesPerTrigger=1, trigger(availableNow=True); "
         f"foreachBatch sink computing count + sum(xxhash64(...)); runs per cell: {args.repeat} "

@@ -131,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--chunk", type=int, default=10_000, help="arrow.maxRecordsPerBatch")
     ap.add_argument("--cprofile", type=int, default=0, help="print the top N functions (cumtime)")
     ap.add_argument("--seed", type=int, default=20260302)
-    ap.add_argument("--variant", default="baseline", choices=["baseline", "fastconv", "timed"],
+    ap.add_argument("--variant", default="baseline", choices=sorted(join_variants.VARIANTS),
                     help="see bench/join_variants.py")
     ap.add_argument("--arrow-threads", type=int, default=0, help="pa.set_cpu_count (0: default)")
     args = ap.parse_args(argv)
@@ -164,13 +164,10 @@ def main(argv: list[str] | None = None) -> int:
     blob_bytes: list[int] = []
 
     # Wrap the JoinFunction pieces to time them (module globals are looked up at call time).
-    mod: Any = join_variants if args.variant == "fastconv" else J
+    mod: Any = J
     names = {"frames_to_table": "frames_to_table", "decode_join_state": "decode_join_state",
              "step": "step", "encode_join_state": "encode_join_state",
              "table_to_pandas": "table_to_pandas"}
-    if args.variant == "fastconv":
-        names["frames_to_table"] = "fast_frames_to_table"
-        names["table_to_pandas"] = "fast_table_to_pandas"
     orig = {n: getattr(mod, n) for n in names.values()}
     label = {v: k for k, v in names.items()}
 
