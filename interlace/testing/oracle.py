@@ -49,7 +49,11 @@ __all__ = [
     "OracleRow",
     "canonical_row",
     "canonical_rows",
+    "dead_letter_json_value",
+    "operator_wm_us",
     "oracle_join",
+    "spark_drops_row",
+    "spark_event_time_ms",
     "to_us",
 ]
 
@@ -312,7 +316,7 @@ def _resolve(
 # --------------------------------------------------------------------------------------
 
 
-def _spark_event_time_ms(event_time_us: int) -> int:
+def spark_event_time_ms(event_time_us: int) -> int:
     """Return the event time as Spark's watermark node records it, in ms.
 
     ``EventTimeWatermarkExec`` adds ``micros / 1000`` with JVM ``Long`` division, which
@@ -359,7 +363,7 @@ class _SparkWatermarkTracker:
             times = event_times_us[side]
             if not times:
                 continue  # an input without rows in this batch keeps its watermark
-            candidate_ms = max(_spark_event_time_ms(t) for t in times) - self.delay_ms
+            candidate_ms = max(spark_event_time_ms(t) for t in times) - self.delay_ms
             previous_ms = self.per_input_ms[side]
             if previous_ms is None or candidate_ms > previous_ms:
                 self.per_input_ms[side] = candidate_ms
@@ -368,7 +372,7 @@ class _SparkWatermarkTracker:
         self.global_ms = max(self.global_ms, chosen_ms)
 
 
-def _spark_drops_row(event_time_us: int, previous_batch_w_ms: int) -> bool:
+def spark_drops_row(event_time_us: int, previous_batch_w_ms: int) -> bool:
     """Say whether Spark removes a row before the operator sees it (rule 2).
 
     Spark's stateful operator (with an event-time timeout) filters input rows with
@@ -389,7 +393,7 @@ def _spark_drops_row(event_time_us: int, previous_batch_w_ms: int) -> bool:
 # --------------------------------------------------------------------------------------
 
 
-def _operator_wm_us(spark_w_ms: int, horizon_ms: int) -> int | None:
+def operator_wm_us(spark_w_ms: int, horizon_ms: int) -> int | None:
     """Return the operator watermark ``wm = W + H`` in µs, or None before Spark has one.
 
     With ``W <= 0`` there is no watermark: nothing is late and nothing is evicted.
@@ -479,7 +483,7 @@ class _JoinModel:
             "side": side,
             "reason": "late",
             "watermark": wm_us // 1000,
-            "row": {name: _json_value(row[name]) for name in self.cfg.columns[side]},
+            "row": {name: dead_letter_json_value(row[name]) for name in self.cfg.columns[side]},
         }
         values: dict[str, Any] = dict.fromkeys(self.cfg.output_columns)
         values[DEAD_LETTER_COLUMN] = json.dumps(payload)
@@ -675,13 +679,13 @@ def oracle_join(
             survivors[side] = []
             side_rows = zip(rows_by_side[side], event_times_us[side], strict=True)
             for input_row, event_time_us in side_rows:
-                if _spark_drops_row(event_time_us, previous_batch_w_ms):
+                if spark_drops_row(event_time_us, previous_batch_w_ms):
                     result.spark_dropped[side] += 1
                 else:
                     survivors[side].append((input_row, event_time_us))
 
         # Rule 4: the operator watermark for every decision in this batch.
-        wm_us = _operator_wm_us(spark_w_ms, cfg.horizon_ms)
+        wm_us = operator_wm_us(spark_w_ms, cfg.horizon_ms)
 
         # Rules 5-7: left rows first, then right rows, each row in arrival order.
         for side in _SIDES:
@@ -701,7 +705,7 @@ def oracle_join(
     if log and tracker.global_ms > result.spark_watermarks_ms[-1]:
         trailing_index = len(log)
         result.spark_watermarks_ms.append(tracker.global_ms)
-        model.evict(trailing_index, _operator_wm_us(tracker.global_ms, cfg.horizon_ms))
+        model.evict(trailing_index, operator_wm_us(tracker.global_ms, cfg.horizon_ms))
         result.num_batches += 1
 
     return result
@@ -724,7 +728,7 @@ def _row_event_time_us(cfg: _ResolvedJoin, side: str, row: Mapping[str, Any]) ->
 # --------------------------------------------------------------------------------------
 
 
-def _json_value(value: Any) -> Any:
+def dead_letter_json_value(value: Any) -> Any:
     """Convert one input value to its dead-letter JSON form.
 
     datetime -> ``"%Y-%m-%dT%H:%M:%S.%f"`` (naive UTC), date -> ISO date, Decimal -> str,
@@ -752,11 +756,11 @@ def _json_value(value: Any) -> Any:
     if isinstance(value, (bytes, bytearray, memoryview)):
         return base64.b64encode(bytes(value)).decode("ascii")
     if isinstance(value, (list, tuple)):
-        return [_json_value(item) for item in value]
+        return [dead_letter_json_value(item) for item in value]
     if isinstance(value, Mapping):
-        return {str(key): _json_value(item) for key, item in value.items()}
+        return {str(key): dead_letter_json_value(item) for key, item in value.items()}
     if hasattr(value, "item") and type(value).__module__.startswith("numpy"):
-        return _json_value(value.item())
+        return dead_letter_json_value(value.item())
     msg = f"no dead-letter JSON form for {type(value).__name__}: {value!r}"
     raise TypeError(msg)
 

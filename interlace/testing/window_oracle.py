@@ -37,10 +37,10 @@ from interlace.testing.oracle import (
     DEFAULT_DLQ_HORIZON_MS,
     LATE_DATA_MODES,
     OracleRow,
-    _json_value,
-    _operator_wm_us,
-    _spark_drops_row,
-    _spark_event_time_ms,
+    dead_letter_json_value,
+    operator_wm_us,
+    spark_drops_row,
+    spark_event_time_ms,
 )
 
 __all__ = [
@@ -510,7 +510,7 @@ class _WindowModel:
             "side": "input",
             "reason": "late",
             "watermark": wm_us // 1000,
-            "row": {name: _json_value(row.get(name)) for name in self.cfg.columns},
+            "row": {name: dead_letter_json_value(row.get(name)) for name in self.cfg.columns},
         }
         values: dict[str, Any] = dict.fromkeys(self.cfg.output_columns)
         values[DEAD_LETTER_COLUMN] = json.dumps(payload)
@@ -705,11 +705,11 @@ def oracle_window(spec: object, log: WindowLog, *, columns: Sequence[str]) -> Wi
         event_times_us = [_row_event_time_us(cfg, row) for row in batch.rows]
 
         # Rule 4: the operator watermark for every decision in this batch.
-        wm_us = _operator_wm_us(seen_w_ms, cfg.horizon_ms)
+        wm_us = operator_wm_us(seen_w_ms, cfg.horizon_ms)
 
         # Rules 2 and 5b: Spark's pre-filter, then ingest each survivor in arrival order.
         for index, (row, event_time_us) in enumerate(zip(batch.rows, event_times_us, strict=True)):
-            if _spark_drops_row(event_time_us, previous_batch_w_ms):
+            if spark_drops_row(event_time_us, previous_batch_w_ms):
                 result.spark_dropped += 1
                 continue
             model.ingest(row, event_time_us, (batch_index, index), wm_us)
@@ -720,7 +720,7 @@ def oracle_window(spec: object, log: WindowLog, *, columns: Sequence[str]) -> Wi
 
         # Rule 1 (continued): W after this batch, from all its rows (filtered ones too).
         if event_times_us:
-            batch_max_ms = max(_spark_event_time_ms(t) for t in event_times_us)
+            batch_max_ms = max(spark_event_time_ms(t) for t in event_times_us)
             max_event_ms = batch_max_ms if max_event_ms is None else max(max_event_ms, batch_max_ms)
             spark_w_ms = max(spark_w_ms, max_event_ms - cfg.delay_ms)
         previous_batch_w_ms = seen_w_ms
@@ -731,7 +731,7 @@ def oracle_window(spec: object, log: WindowLog, *, columns: Sequence[str]) -> Wi
     if log and spark_w_ms > result.spark_watermarks_ms[-1]:
         trailing_index = len(log)
         result.spark_watermarks_ms.append(spark_w_ms)
-        wm_us = _operator_wm_us(spark_w_ms, cfg.horizon_ms)
+        wm_us = operator_wm_us(spark_w_ms, cfg.horizon_ms)
         model.emit(trailing_index, wm_us)
         model.evict(wm_us)
         result.num_batches += 1

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import ast
 import doctest
-import importlib.util
 import json
 import sys
 from datetime import date, datetime, timedelta, timezone
@@ -123,8 +122,8 @@ def test_to_us_rejects_non_datetimes() -> None:
 
 def test_spark_event_time_truncates_toward_zero_like_the_jvm() -> None:
     # EventTimeWatermarkExec records micros / 1000 with Long division.
-    assert oracle_module._spark_event_time_ms(1_999) == 1
-    assert oracle_module._spark_event_time_ms(-1_500) == -1
+    assert oracle_module.spark_event_time_ms(1_999) == 1
+    assert oracle_module.spark_event_time_ms(-1_500) == -1
 
 
 def test_join_batch_accepts_lists() -> None:
@@ -234,9 +233,9 @@ def test_spark_prefilter_drops_rows_at_or_before_the_previous_batch_watermark() 
 
 
 def test_spark_prefilter_is_off_without_a_watermark() -> None:
-    assert oracle_module._spark_drops_row(-5_000_000, 0) is False
-    assert oracle_module._spark_drops_row(1_000, 1) is True
-    assert oracle_module._spark_drops_row(1_001, 1) is False
+    assert oracle_module.spark_drops_row(-5_000_000, 0) is False
+    assert oracle_module.spark_drops_row(1_000, 1) is True
+    assert oracle_module.spark_drops_row(1_001, 1) is False
 
 
 # ---------------------------------------------------------------------------------------
