@@ -177,8 +177,9 @@ def _resolve(spec: object, columns: Sequence[str]) -> _ResolvedWindow:
     if late_data not in LATE_DATA_MODES:
         msg = f"`late_data` must be one of {LATE_DATA_MODES} (got {late_data!r})"
         raise ValueError(msg)
-    if (getattr(spec, "time_mode", None) or "event") != "event":
-        msg = "the window oracle models event time only (`time_mode` must be 'event')"
+    time_mode = getattr(spec, "time_mode", None) or "event"
+    if time_mode not in ("event", "processing"):
+        msg = f"`time_mode` must be 'event' or 'processing' (got {time_mode!r})"
         raise ValueError(msg)
 
     duration_us = hop_us = gap_us = 0
@@ -603,11 +604,22 @@ class _WindowModel:
 # --------------------------------------------------------------------------------------
 
 
-def oracle_window(spec: object, log: WindowLog, *, columns: Sequence[str]) -> WindowOracleResult:
+def oracle_window(
+    spec: object,
+    log: WindowLog,
+    *,
+    columns: Sequence[str],
+    batch_times_ms: Sequence[int] | None = None,
+) -> WindowOracleResult:
     """Replay a window's input log and return what the operator must emit, batch by batch.
 
     The model, step by step (each rule is marked in the code):
 
+    0. **Processing time** (``time_mode="processing"`` only): every row of micro-batch
+       ``b`` gets the event time ``batch_times_ms[b]``, the batch's timestamp (Spark's
+       ``batchTimestampMs`` in the checkpoint's offset log, which ``current_timestamp()``
+       takes in that batch), in ``event_time_column``; then the event-time rules below
+       apply unchanged.
     1. **Spark watermark** ``W`` (ms), Spark's ``WatermarkTracker`` for one input: after
        each batch that had rows, ``W = max(W, max(event ms of every row so far) -
        delay)``, ``delay = lateness_ms + H`` (``H``: ``allowed_lateness_ms``, default
@@ -663,6 +675,8 @@ def oracle_window(spec: object, log: WindowLog, *, columns: Sequence[str]) -> Wi
             their defaults.
         log: One :class:`WindowBatch` per micro-batch, in order.
         columns: Every input column, in order (the dead letters' ``row``).
+        batch_times_ms: Under ``time_mode="processing"``, each log batch's timestamp in ms
+            since the epoch (required then, one per batch; ignored otherwise).
 
     Returns:
         The output rows with their batch, Spark's ``W`` per batch, and the counters.
@@ -691,6 +705,17 @@ def oracle_window(spec: object, log: WindowLog, *, columns: Sequence[str]) -> Wi
 
 
     """
+    if (getattr(spec, "time_mode", None) or "event") == "processing":
+        # Rule 0: processing time is the micro-batch's timestamp.
+        if batch_times_ms is None or len(batch_times_ms) != len(log):
+            msg = "`time_mode`='processing' needs `batch_times_ms`, one per log batch"
+            raise ValueError(msg)
+        et = str(getattr(spec, "event_time_column", None) or "_event_ts")
+        log = [
+            WindowBatch(rows=tuple({**row, et: _datetime(int(ms) * 1000)} for row in batch.rows))
+            for batch, ms in zip(log, batch_times_ms, strict=True)
+        ]
+        columns = [*columns, et] if et not in columns else list(columns)
     cfg = _resolve(spec, columns)
     result = WindowOracleResult(output_columns=list(cfg.output_columns))
     model = _WindowModel(cfg, result)

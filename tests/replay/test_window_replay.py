@@ -257,3 +257,42 @@ def test_split_dead_letters_sends_rows_and_letters_to_two_targets_in_one_query(s
     letter = json.loads(letters[0]["dead_letter"])
     assert letter["side"] == "input" and letter["reason"] == "late"
     assert letter["row"]["ts"] == "2026-01-01T00:00:03.000000" and letters[0]["batch_id"] == 2
+
+
+def test_processing_time_matches_oracle(spark, tmp_path):
+    """time_mode="processing": rows take the micro-batch's timestamp (oracle rule 0)."""
+    import json
+
+    schema = T.StructType([T.StructField("user", T.StringType()),
+                           T.StructField("amount", T.LongType())])
+    log = [WindowBatch(rows=tuple({"user": u, "amount": a} for u, a in rows)) for rows in (
+        [("a", 1), ("b", 2), ("a", 3)], [("a", 4)], [("b", 5), ("c", 6)], [("a", 7)])]
+    spec = Window(kind="tumbling", duration_ms=1, time_mode="processing", lateness_ms=0,
+                  group_by=["user"], key_groups=2, max_groups_per_window=100,
+                  aggregations=[Aggregation(agg="count", as_="n"),
+                                Aggregation(agg="sum", column="amount", as_="amount_sum")])
+    result = replay_streams(spark, {"events": (schema, [list(b.rows) for b in log])},
+                            lambda f: window_aggregate(f["events"], spec), workdir=tmp_path)
+    # Each micro-batch's timestamp, as Spark recorded it in the offset log.
+    stamp = {}
+    for f in (tmp_path / "checkpoint" / "offsets").iterdir():
+        if f.name.isdigit():
+            stamp[int(f.name)] = json.loads(f.read_text().splitlines()[1])["batchTimestampMs"]
+    scheduled = result.scheduled(log, WindowBatch)
+    data_batches = [b for b in sorted(result.batches, key=lambda b: b.batch_id)][:len(scheduled)]
+    times = [stamp[b.batch_id] for b in data_batches]
+    assert times == sorted(set(times))  # strictly increasing: no processing-time row is late
+    want = oracle_window(spec, scheduled, columns=["user", "amount"], batch_times_ms=times)
+    assert [b.watermark_ms for b in result.batches] == want.spark_watermarks_ms
+    assert want.rows  # 1 ms windows: each batch's windows close when a later batch runs
+    got = result.rows_by_batch()
+    exp = {}
+    for o in want.rows:
+        exp.setdefault(o.batch, []).append(o.row)
+    for b in sorted(set(got) | set(exp)):
+        assert canonical_rows(got.get(b, [])) == canonical_rows(exp.get(b, [])), f"batch {b}"
+    # Every row of the first three batches is counted once, in its batch's window.
+    emitted = Counter()
+    for _, r in result.rows:
+        emitted[r["user"]] += r["n"]
+    assert emitted == Counter({"a": 3, "b": 2, "c": 1})
