@@ -35,7 +35,7 @@ from datetime import date, datetime, timedelta, timezone
 from decimal import Decimal
 from typing import Any
 
-from interlace.testing.log import JoinBatch, JoinLog, to_us
+from interlace.testing.log import EPOCH, JoinBatch, JoinLog, to_us
 
 __all__ = [
     "DEAD_LETTER_COLUMN",
@@ -217,8 +217,9 @@ def _resolve(
     if late_data not in LATE_DATA_MODES:
         msg = f"`late_data` must be one of {LATE_DATA_MODES} (got {late_data!r})"
         raise ValueError(msg)
-    if getattr(spec, "time_mode", None) == "processing":
-        msg = "the join oracle models event time only (got `time_mode='processing'`)"
+    time_mode = getattr(spec, "time_mode", None) or "event"
+    if time_mode not in ("event", "processing"):
+        msg = f"`time_mode` must be 'event' or 'processing' (got {time_mode!r})"
         raise ValueError(msg)
 
     columns = {"left": tuple(left_columns), "right": tuple(right_columns)}
@@ -582,11 +583,17 @@ def oracle_join(
     left_columns: Sequence[str],
     right_columns: Sequence[str],
     watermark_policy: str = "min",
+    batch_times_ms: Sequence[int] | None = None,
 ) -> JoinOracleResult:
     """Replay a join's input log and return what the join must emit, batch by batch.
 
     The model, step by step (each rule is marked in the code):
 
+    0. **Processing time** (``time_mode="processing"`` only): every row of micro-batch
+       ``b``, on both sides, gets the event time ``batch_times_ms[b]``, the batch's
+       timestamp (Spark's ``batchTimestampMs`` in the checkpoint's offset log, which
+       ``current_timestamp()`` takes in that batch), in its side's event-time column;
+       then the event-time rules below apply unchanged.
     1. **Spark watermark** ``W`` (ms): per input, ``max(event ms seen so far) - delay``
        where ``delay = lateness_ms + H`` (``H``: ``allowed_lateness_ms`` under reopen,
        ``dlq_horizon_ms`` under dlq, 0 under drop); combined by ``watermark_policy``
@@ -627,6 +634,8 @@ def oracle_join(
         right_columns: Every column of the right input, in order.
         watermark_policy: ``spark.sql.streaming.multipleWatermarkPolicy``: ``"min"``
             (Spark's default) or ``"max"``.
+        batch_times_ms: Under ``time_mode="processing"``, each log batch's timestamp in ms
+            since the epoch (required then, one per batch; ignored otherwise).
 
     Returns:
         The output rows with their batch, Spark's ``W`` per batch, and the counters.
@@ -656,6 +665,28 @@ def oracle_join(
     if watermark_policy not in WATERMARK_POLICIES:
         msg = f"`watermark_policy` must be one of {WATERMARK_POLICIES} (got {watermark_policy!r})"
         raise ValueError(msg)
+    if (getattr(spec, "time_mode", None) or "event") == "processing":
+        # Rule 0: processing time is the micro-batch's timestamp.
+        if batch_times_ms is None or len(batch_times_ms) != len(log):
+            msg = "`time_mode`='processing' needs `batch_times_ms`, one per log batch"
+            raise ValueError(msg)
+        shared = getattr(spec, "event_time_column", None)
+        et = {side: getattr(spec, f"{side}_event_time_column", None) or shared for side in _SIDES}
+        if None in et.values():
+            msg = "`time_mode`='processing' needs an event-time column name for both sides"
+            raise ValueError(msg)
+        stamps = [EPOCH + timedelta(milliseconds=int(ms)) for ms in batch_times_ms]
+        log = [
+            JoinBatch(
+                left=[{**row, et["left"]: at} for row in b.left],
+                right=[{**row, et["right"]: at} for row in b.right],
+            )
+            for b, at in zip(log, stamps, strict=True)
+        ]
+        left_columns = [*left_columns] + ([et["left"]] if et["left"] not in left_columns else [])
+        right_columns = [*right_columns] + (
+            [et["right"]] if et["right"] not in right_columns else []
+        )
     cfg = _resolve(spec, left_columns, right_columns)
     result = JoinOracleResult(output_columns=list(cfg.output_columns))
     model = _JoinModel(cfg, result)

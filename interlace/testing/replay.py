@@ -42,12 +42,24 @@ class ReplayBatch:
         log_index: The log batch it read, or ``None`` for a no-data batch.
         watermark_ms: Spark's watermark ``W`` during the batch (0 if none yet).
         num_input_rows: Rows read.
+        timestamp_ms: The batch's timestamp (``batchTimestampMs`` in the checkpoint's offset
+            log): the value ``current_timestamp()`` takes in it, i.e. the processing time of
+            every row under ``time_mode="processing"``.
     """
 
     batch_id: int
     log_index: int | None
     watermark_ms: int
     num_input_rows: int
+    timestamp_ms: int | None = None
+
+    def with_timestamp(self, checkpoint: Path) -> ReplayBatch:
+        """Return a copy with ``timestamp_ms`` read from ``checkpoint``'s offset log."""
+        import dataclasses
+        import json
+
+        lines = (checkpoint / "offsets" / str(self.batch_id)).read_text().splitlines()
+        return dataclasses.replace(self, timestamp_ms=int(json.loads(lines[1])["batchTimestampMs"]))
 
 
 @dataclass
@@ -184,7 +196,7 @@ def replay_streams(
             for p in query.recentProgress:
                 if p["batchId"] in seen:
                     continue
-                result.batches.append(_batch_info(p, len(streams)))
+                result.batches.append(_batch_info(p, len(streams)).with_timestamp(ckpt))
         result.batches.sort(key=lambda b: b.batch_id)
         return result
     finally:

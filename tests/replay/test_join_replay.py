@@ -233,3 +233,33 @@ def test_restart_with_the_rocksdb_state_store_provider(spark, tmp_path):
         assert (tmp_path / "checkpoint" / "state").exists()
     finally:
         spark.conf.unset(key)
+
+
+def test_processing_time_matches_oracle(spark, tmp_path):
+    """time_mode="processing": both sides' rows take the micro-batch's timestamp (oracle
+    rule 0), so with a 1 ms window only rows of the same micro-batch match."""
+    schema = T.StructType([T.StructField("id", T.LongType()), T.StructField("v", T.StringType())])
+    log = [
+        JoinBatch(left=[{"id": 1, "v": "L1"}, {"id": 2, "v": "L2"}], right=[{"id": 1, "v": "R1"}]),
+        JoinBatch(left=[{"id": 3, "v": "L3"}], right=[{"id": 2, "v": "R2"}, {"id": 3, "v": "R3"}]),
+        JoinBatch(left=[{"id": 4, "v": "L4"}], right=[{"id": 5, "v": "R5"}]),
+        JoinBatch(left=[{"id": 6, "v": "L6"}], right=[{"id": 6, "v": "R6"}]),
+    ]
+    spec = Join(left_keys=["id"], right_keys=["id"], how="full", time_window_ms=1,
+                event_time_column="pt", time_mode="processing", key_groups=2)
+    result = replay_join(spark, log, schema, schema, spec, workdir=tmp_path)
+    scheduled = result.scheduled(log, JoinBatch)
+    times = [b.timestamp_ms for b in sorted(result.batches, key=lambda b: b.batch_id)]
+    times = times[:len(scheduled)]
+    assert all(b - a > 1 for a, b in zip(times, times[1:]))
+    want = oracle_join(spec, scheduled, left_columns=["id", "v"], right_columns=["id", "v"],
+                       batch_times_ms=times)
+    got = result.rows_by_batch()
+    want_by = want.rows_by_batch()
+    assert [b.watermark_ms for b in result.batches] == want.spark_watermarks_ms
+    for b in sorted(set(got) | set(want_by)):
+        assert canonical_rows(got.get(b, [])) == canonical_rows(want_by.get(b, [])), f"batch {b}"
+    pairs = {(r["left_v"], r["right_v"]) for _, r in result.rows}
+    # Same-batch keys match; L2 (batch 0) and R2 (batch 1) are a batch apart: unmatched.
+    assert {("L1", "R1"), ("L6", "R6")} <= pairs
+    assert ("L2", None) in pairs and (None, "R2") in pairs and ("L2", "R2") not in pairs
