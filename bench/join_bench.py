@@ -529,7 +529,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="comma list of extra shim variants run beside interlace, e.g. timed")
     ap.add_argument("--jfr", default=None,
                     help="folder: record a Java Flight Recording of the JVM per run (jcmd)")
-    ap.add_argument("--variant", default="baseline", choices=["baseline", "timed"],
+    ap.add_argument("--variant", default="baseline", choices=["baseline", "timed", "uncompressed"],
                     help="interlace shim variant (bench/join_variants.py; default: unchanged)")
     ap.add_argument("--out", default=None,
                     help="results file (default bench/results/join-<date>.md)")

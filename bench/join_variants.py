@@ -11,6 +11,8 @@ Variants:
 * ``baseline``: ``JoinFunction`` unchanged.
 * ``timed``: ``baseline`` plus per-call CPU timing written to files (see
   :class:`TimedJoinFunction`), to split the Python workers' CPU between interlace and PySpark.
+* ``uncompressed``: ``baseline`` writing its blobs' Arrow IPC buffers uncompressed, as
+  interlace did before ``JOIN_IPC_COMPRESSION`` (zstd); to measure what compression buys.
 
 The ``fastconv`` variant measured in docs/performance.md (column-wise pandas-to-Arrow input,
 single-threaded output conversion) has been adopted by ``JoinFunction`` and removed here.
@@ -27,6 +29,7 @@ from interlace.operators.join import JoinFunction
 __all__ = [
     "VARIANTS",
     "TimedJoinFunction",
+    "UncompressedJoinFunction",
 ]
 
 
@@ -59,7 +62,24 @@ class TimedJoinFunction(JoinFunction):
         yield from outs
 
 
+class UncompressedJoinFunction(JoinFunction):
+    """``JoinFunction`` with ``JOIN_IPC_COMPRESSION = None`` while it runs (one call at a time
+    per Python worker, so patching the module global is safe there)."""
+
+    def __call__(
+        self, key: Any, frames: Iterator[pd.DataFrame], state: Any
+    ) -> Iterator[pd.DataFrame]:
+        import interlace.state.buffers as buffers
+
+        saved, buffers.JOIN_IPC_COMPRESSION = buffers.JOIN_IPC_COMPRESSION, None
+        try:
+            yield from list(super().__call__(key, frames, state))
+        finally:
+            buffers.JOIN_IPC_COMPRESSION = saved
+
+
 VARIANTS: dict[str, type[JoinFunction]] = {
     "baseline": JoinFunction,
     "timed": TimedJoinFunction,
+    "uncompressed": UncompressedJoinFunction,
 }

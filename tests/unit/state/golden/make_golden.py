@@ -1,4 +1,8 @@
-"""Write the golden v1 join blob. Run once per released format version; never overwrite.
+"""Write the golden v1 join blobs. Run once per released format version; never overwrite.
+
+``join_v1.bin``: uncompressed Arrow IPC buffers (as written before interlace compressed
+them); ``join_v1_zstd.bin``: zstd-compressed buffers (``JOIN_IPC_COMPRESSION``). Existing files
+are kept.
 
     python tests/unit/state/golden/make_golden.py
 """
@@ -9,6 +13,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
+import interlace.state.buffers as buffers_module
 from interlace.state.buffers import JoinBuffers, buffer_schema, encode_join_state
 
 HERE = Path(__file__).parent
@@ -30,4 +35,7 @@ def golden_buffers() -> JoinBuffers:
 
 
 if __name__ == "__main__":
-    (HERE / "join_v1.bin").write_bytes(encode_join_state(golden_buffers(), FP))
+    for name, codec in (("join_v1.bin", None), ("join_v1_zstd.bin", "zstd")):
+        if not (HERE / name).exists():
+            buffers_module.JOIN_IPC_COMPRESSION = codec
+            (HERE / name).write_bytes(encode_join_state(golden_buffers(), FP))
