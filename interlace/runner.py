@@ -115,6 +115,11 @@ def build_query_input(spark: Any, pipeline: Any, *, base: Path, counters: Any | 
     return window_aggregate(df, pipeline.window, counters=counters)
 
 
+def _late_rows(totals: dict[str, int]) -> int:
+    """Rows the operator judged late so far: dropped plus dead-lettered, every side."""
+    return sum(v for k, v in totals.items() if k.startswith(("late_dropped", "dead_lettered")))
+
+
 class _Progress:
     """Prints one line per micro-batch: live on a terminal, plain log lines otherwise."""
 
@@ -216,6 +221,10 @@ def run_pipeline(
     server = metrics.serve(metrics_port) if metrics_port is not None else None
     summary = RunSummary()
     written: dict[int, int] = {}
+    # The late count as of each batch's end, taken in the sink: drain() can see several new
+    # batches at once, and the accumulator then already holds the later batches' counts
+    # (tests/cli/test_cli.py::test_progress_late_count_is_as_of_each_batch_even_when_printing_lags).
+    late_at: dict[int, int] = {}
 
     def sink(df: Any, batch_id: int) -> None:
         pdf = df.toPandas()
@@ -227,6 +236,7 @@ def run_pipeline(
             assert dead is not None
             summary.dead_letters += dead.write(letters.reset_index(drop=True), batch_id)
         written[batch_id] = target.write(pdf.reset_index(drop=True), batch_id)
+        late_at[batch_id] = _late_rows(acc.value)
 
     ckpt = Path(pipeline.checkpoint_path())
     writer = out.writeStream.foreachBatch(sink).option(
@@ -275,10 +285,7 @@ def run_pipeline(
             summary.input_rows += int(p.get("numInputRows") or 0)
             summary.output_rows += written.get(bid, 0)
             if reporter is not None:
-                late = sum(
-                    v for k, v in totals.items() if k.startswith(("late_dropped", "dead_lettered"))
-                )
-                reporter.batch(p, written.get(bid, 0), late)
+                reporter.batch(p, written.get(bid, 0), late_at.get(bid, _late_rows(totals)))
 
     stop = threading.Event()
     previous = (

@@ -1,23 +1,28 @@
 """The CLI as a user runs it (subprocess): validate, run every source format and target that
-can run here, exactly-once after SIGKILL, and the metrics endpoint."""
+can run here, exactly-once after SIGKILL, the metrics endpoint, and the progress lines on and
+off a terminal."""
 
 from __future__ import annotations
 
 import datetime as dt
+import io
 import json
 import os
+import pty
+import re
 import signal
 import subprocess
 import sys
 import threading
 import time
+import tty
 import urllib.request
 from collections import Counter
 from pathlib import Path
 
-import duckdb
 import pandas as pd
 import pytest
+from cli_support import read_table, rows_of
 from pyspark.sql import types as T
 
 from interlace.testing.log import JoinBatch
@@ -111,23 +116,6 @@ def write_join_inputs(root: Path, log):
                                schema, 1_700_000_000.0 + i)
 
 
-def read_table(db: Path, table: str):
-    con = duckdb.connect(str(db), read_only=True)
-    try:
-        return con.execute(f"SELECT * FROM {table}").fetchdf()
-    finally:
-        con.close()
-
-
-def rows_of(df: pd.DataFrame):
-    out = []
-    for rec in df.to_dict("records"):
-        out.append({k: (None if (isinstance(v, float) and pd.isna(v)) or v is pd.NaT else
-                        (v.to_pydatetime() if isinstance(v, pd.Timestamp) else v))
-                    for k, v in rec.items()})
-    return out
-
-
 def expected_join(log, toml_text):
     from interlace.pipeline import Pipeline
 
@@ -147,21 +135,60 @@ def test_validate_accepts_the_examples_and_reports_errors(tmp_path):
     assert proc.returncode == 2 and "bogus_key" in proc.stderr
 
 
-def test_run_join_pipeline_parquet_to_duckdb_with_dead_letters_equals_oracle(tmp_path):
-    log = join_log()
-    # Two payments far behind the watermark: dead letters under dlq.
-    late = ({"order_id": 1, "paid": 9.0, "pay_ts": at(2)}, {"order_id": 2, "paid": 9.0, "pay_ts": at(3)})
-    log[3] = JoinBatch(left=log[3].left, right=log[3].right + late)
-    write_join_inputs(tmp_path, log)
-    text = JOIN_TOML.replace('lateness_ms = 5000', 'lateness_ms = 5000\nlate_data = "dlq"').replace(
-        "[spark]", '[dead_letter]\nkind = "duckdb"\npath = "out/result.duckdb"\ntable = "letters"\n\n[spark]')
-    (tmp_path / "p.toml").write_text(text)
-    proc = cli("run", "p.toml", cwd=tmp_path)
-    assert "batch 0" in proc.stderr and "done:" in proc.stderr
+def dlq_join_case(root: Path):
+    """Write the left join under dlq, with two payments far behind the watermark, to ``root``.
+
+    The pipeline is ``root / "p.toml"``. Returns the log and the oracle's result.
+    """
     from interlace.pipeline import Pipeline
 
+    log = join_log()
+    late = ({"order_id": 1, "paid": 9.0, "pay_ts": at(2)},
+            {"order_id": 2, "paid": 9.0, "pay_ts": at(3)})
+    log[3] = JoinBatch(left=log[3].left, right=log[3].right + late)
+    write_join_inputs(root, log)
+    text = JOIN_TOML.replace("lateness_ms = 5000", 'lateness_ms = 5000\nlate_data = "dlq"').replace(
+        "[spark]",
+        '[dead_letter]\nkind = "duckdb"\npath = "out/result.duckdb"\ntable = "letters"\n\n[spark]')
+    (root / "p.toml").write_text(text)
     want = oracle_join(Pipeline.from_toml(text).join, log, left_columns=ORDERS.names,
                        right_columns=PAYS.names)
+    return log, want
+
+
+def progress_patterns(name, log, want):
+    """One regex per micro-batch: the progress line ``run_pipeline`` prints for it.
+
+    Input rows from the log (one file per input per batch; 0 in the trailing no-data batch),
+    Spark's watermark, output and cumulative late rows (dead letters) from the oracle; Spark's
+    state metrics only by shape.
+    """
+    patterns, late = [], 0
+    for b in range(want.num_batches):
+        rows = want.rows_for_batch(b)
+        letters = sum(1 for r in rows if r["_dead_letter"] is not None)
+        late += letters
+        n_in = len(log[b].left) + len(log[b].right) if b < len(log) else 0
+        w_ms = want.spark_watermarks_ms[b]
+        wm = (dt.datetime(1970, 1, 1) + dt.timedelta(milliseconds=w_ms)).strftime(
+            "%Y-%m-%dT%H:%M:%S.") + f"{w_ms % 1000:03d}Z"
+        line = (f"[{name}] batch {b}: in {n_in} rows, watermark {wm}, "
+                f"out {len(rows) - letters} rows, late {late}, state ")
+        patterns.append(re.escape(line) + r"\d+ groups / \d+ bytes")
+    assert late == 2 and want.num_batches == len(log) + 1
+    return patterns
+
+
+def test_run_join_pipeline_parquet_to_duckdb_with_dead_letters_equals_oracle(tmp_path):
+    log, want = dlq_join_case(tmp_path)
+    proc = cli("run", "p.toml", cwd=tmp_path)
+    # Not a terminal: one plain, newline-terminated progress line per micro-batch, no escapes.
+    for pattern in progress_patterns("orders-payments", log, want):
+        assert re.search(f"^{pattern}$", proc.stderr, re.MULTILINE), (pattern, proc.stderr)
+    assert len(re.findall(r"^\[orders-payments\] batch ", proc.stderr, re.MULTILINE)) == \
+        want.num_batches
+    assert "\r" not in proc.stderr and "\x1b[K" not in proc.stderr
+    assert re.search(r"^\[orders-payments\] done: .*\n", proc.stderr, re.MULTILINE)
     normal = [{k: v for k, v in o.row.items() if k != "_dead_letter"} for o in want.rows
               if o.row["_dead_letter"] is None]
     letters = sorted(json.loads(o.row["_dead_letter"])["row"]["pay_ts"] for o in want.rows
@@ -171,6 +198,75 @@ def test_run_join_pipeline_parquet_to_duckdb_with_dead_letters_equals_oracle(tmp
     got_letters = read_table(tmp_path / "out/result.duckdb", "letters")["dead_letter"]
     assert sorted(json.loads(x)["row"]["pay_ts"] for x in got_letters) == letters
     assert len(letters) == 2
+
+
+def test_run_on_a_terminal_rewrites_one_live_progress_line(tmp_path):
+    log, want = dlq_join_case(tmp_path)
+    master, slave = pty.openpty()
+    tty.setraw(slave)  # the exact bytes: no "\n" -> "\r\n" translation by the terminal
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    try:
+        proc = subprocess.Popen([*INTERLACE, "run", "p.toml"], cwd=tmp_path, env=env,
+                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=slave,
+                                start_new_session=True)
+    finally:
+        os.close(slave)
+    chunks: list[bytes] = []
+
+    def read_terminal():
+        while True:
+            try:
+                data = os.read(master, 65536)
+            except OSError:  # EIO: every process writing to the terminal has exited
+                return
+            if not data:
+                return
+            chunks.append(data)
+
+    reader = threading.Thread(target=read_terminal, daemon=True)
+    reader.start()
+    try:
+        proc.communicate(timeout=600)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=60)
+        reader.join(timeout=60)
+        os.close(master)
+    err = b"".join(chunks).decode(errors="replace")
+    assert proc.returncode == 0, err
+    # Each batch rewrites the line in place: carriage return, erase line, the new text, and no
+    # newline until the run is done.
+    patterns = progress_patterns("orders-payments", log, want)
+    for pattern in patterns:
+        assert re.search("\r\x1b\\[K" + pattern, err), (pattern, err)
+    assert err.count("\r\x1b[K[orders-payments] batch ") == want.num_batches
+    assert re.search("\r\x1b\\[K" + patterns[-1] + "\n\\[orders-payments\\] done: ", err), err
+    assert not re.search(r"(^|\n)\[orders-payments\] batch ", err), err
+
+
+def test_progress_late_count_is_as_of_each_batch_even_when_printing_lags(spark, tmp_path):
+    from interlace.pipeline import Pipeline
+    from interlace.runner import run_pipeline
+
+    log, want = dlq_join_case(tmp_path)
+
+    class StalledLog(io.StringIO):
+        """Holds the first line until the query has run every batch: the runner then reports
+        all the later batches at once, after the accumulator has counted all the late rows."""
+
+        def write(self, text):
+            if not self.getvalue():
+                deadline = time.time() + 300
+                while spark.streams.active and time.time() < deadline:
+                    time.sleep(0.2)
+            return super().write(text)
+
+    out = StalledLog()
+    run_pipeline(Pipeline.from_toml((tmp_path / "p.toml").read_text()), base=tmp_path,
+                 spark=spark, progress=out)
+    for pattern in progress_patterns("orders-payments", log, want):
+        assert re.search(f"^{pattern}$", out.getvalue(), re.MULTILINE), (pattern, out.getvalue())
 
 
 def test_sigkill_mid_stream_then_rerun_gives_exactly_the_uninterrupted_result(tmp_path):

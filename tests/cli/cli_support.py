@@ -1,0 +1,31 @@
+"""Helpers shared by the CLI tests: read a DuckDB table back as rows the oracles compare.
+
+``tests/cli`` is on pytest's ``pythonpath`` (pyproject.toml), so test modules import this as
+``cli_support``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+import pandas as pd
+
+
+def read_table(db: Path, table: str) -> pd.DataFrame:
+    """Return every row of ``table`` in the DuckDB file ``db`` (opened read-only)."""
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        return con.execute(f"SELECT * FROM {table}").fetchdf()
+    finally:
+        con.close()
+
+
+def rows_of(df: pd.DataFrame) -> list[dict]:
+    """Return the frame's rows as dicts of plain values: NaN / NaT -> None, datetimes."""
+    out = []
+    for rec in df.to_dict("records"):
+        out.append({k: (None if (isinstance(v, float) and pd.isna(v)) or v is pd.NaT else
+                        (v.to_pydatetime() if isinstance(v, pd.Timestamp) else v))
+                    for k, v in rec.items()})
+    return out
