@@ -20,6 +20,7 @@ open windows: the blob's fingerprint makes that a loud error.
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import json
 import warnings
 from collections.abc import Iterator, Sequence
@@ -332,14 +333,24 @@ class AggPlan:
     result_type: pa.DataType = pa.int64()
 
     def accumulator(self) -> Accumulator[Any]:
-        """Build this aggregation's accumulator."""
-        return make_accumulator(
-            self.agg,
-            self.mode,
-            column=self.column,
-            dtype=self.dtype,
-            max_distinct_values_per_group=self.cap,
-        )
+        """Return this aggregation's accumulator (one shared instance per configuration)."""
+        return _accumulator(self.agg, self.mode, self.column, self.dtype, self.cap)
+
+
+@functools.lru_cache(maxsize=256)
+def _accumulator(
+    agg: str, mode: str | None, column: str | None, dtype: str | None, cap: int | None
+) -> Accumulator[Any]:
+    """Build an accumulator once per configuration.
+
+    :func:`step_window` asks for each aggregation's accumulator several times per call, and
+    :func:`make_accumulator` validates its arguments each time. An accumulator holds only its
+    configuration and no method changes it, so one instance serves every caller. A process
+    runs a handful of plans: 256 entries bound the cache without ever evicting in practice.
+    """
+    return make_accumulator(
+        agg, mode, column=column, dtype=dtype, max_distinct_values_per_group=cap
+    )
 
 
 @dataclass(frozen=True)
@@ -589,7 +600,7 @@ def _group_codes(
     Row counts are passed explicitly: with no ``group_by`` the tables have no columns.
     """
     codes = np.zeros(n_old + n_new, dtype=np.int64)
-    for name in new_groups.column_names:
+    for i, name in enumerate(new_groups.column_names):
         both = pa.chunked_array(
             slot_groups.column(name).chunks + new_groups.column(name).chunks,
             type=new_groups.schema.field(name).type,
@@ -597,21 +608,39 @@ def _group_codes(
         enc = pc.dictionary_encode(both, null_encoding="encode").combine_chunks()
         col = np.asarray(enc.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
         codes = codes * max(len(enc.dictionary), 1) + col
-        _, codes = np.unique(codes, return_inverse=True)
-        codes = codes.astype(np.int64)
+        if i:
+            # Renumber the combined codes densely so that the next product cannot overflow. The
+            # first column's dictionary indices are dense codes already: one column needs no pass.
+            _, codes = np.unique(codes, return_inverse=True)
+            codes = codes.astype(np.int64)
     return codes[:n_old], codes[n_old:]
 
 
+_NS_RANGE_US = (2**63 - 1) // 1000
+"""Times within ``±_NS_RANGE_US`` µs convert to ``datetime64[ns]`` exactly (and not to NaT)."""
+
+
 def _ts_series(us: NDArray[np.int64]) -> pd.Series:
-    return pd.Series(pd.to_datetime(us, unit="us", utc=True))
+    """Turn int64 µs into a ``datetime64[ns, UTC]`` Series (what ``pd.to_datetime`` gives).
+
+    numpy's unit cast skips the per-value checks of ``pd.to_datetime`` (several times faster)
+    but wraps silently outside the nanosecond range, so times out there still go through
+    ``pd.to_datetime``, which raises ``OutOfBoundsDatetime``.
+    """
+    if len(us) and (us.min() < -_NS_RANGE_US or us.max() > _NS_RANGE_US):
+        return pd.Series(pd.to_datetime(us, unit="us", utc=True))
+    return pd.Series(pd.DatetimeIndex(us.view("M8[us]").astype("M8[ns]")).tz_localize("UTC"))
 
 
 def _raw_results(plan: WindowPlan, accs: list[Any], idx: NDArray[np.int64]) -> list[pd.Series]:
-    """Each aggregation's result for slots ``idx`` (timestamps still int64 µs)."""
+    """Each aggregation's result for slots ``idx`` (timestamps still int64 µs).
+
+    ``result`` gives a Series with a fresh ``RangeIndex``, ready to go into the output frame.
+    """
     out = []
     for a, s in zip(plan.aggs, accs, strict=True):
         acc = a.accumulator()
-        out.append(acc.result(acc.take(s, idx)).reset_index(drop=True))
+        out.append(acc.result(acc.take(s, idx)))
     return out
 
 
@@ -739,13 +768,17 @@ def step_window(
             group_tbl,
         )
 
-    # Aggregate the taken (row, window) assignments.
+    # Aggregate the taken (row, window) assignments. Each input column is gathered once, however
+    # many aggregations read it (accumulators never modify their inputs).
     if len(rows):
+        t_rows, seq_rows = t[rows], row_seq[rows]
+        values = {
+            c: batch[c].to_numpy()[rows] for c in dict.fromkeys(a.column for a in plan.aggs) if c
+        }
         for i, a in enumerate(plan.aggs):
-            acc = a.accumulator()
-            values = batch[a.column].to_numpy()[rows] if a.column else None
-            accs[i] = acc.update(accs[i], target, values, t[rows], row_seq[rows])
-        changed[np.unique(target)] = True
+            column = values[a.column] if a.column else None
+            accs[i] = a.accumulator().update(accs[i], target, column, t_rows, seq_rows)
+        changed[target] = True
 
     if n_created:
         counters["windows_created"] = n_created
@@ -824,22 +857,18 @@ def _fixed_slots(
     ends: NDArray[np.int64],
     group_tbl: pa.Table,
 ) -> tuple[NDArray[np.int64], pa.Table, list[Any], NDArray[np.bool_]]:
-    """Find or create the slot of each (window start, group) assignment."""
+    """Find or create the slot of each (window start, group) assignment.
+
+    Held slots are distinct (window start, group) pairs, so a hash lookup finds each
+    assignment's slot; new slots are appended in ascending (start, group) order.
+    """
     all_starts = np.concatenate([slot_start, starts])
-    uniq_s, s_codes = np.unique(all_starts, return_inverse=True)
+    s_codes, _ = pd.factorize(all_starts, sort=True)
     g_count = int(max(old_codes.max(initial=-1), new_codes.max(initial=-1))) + 1
     comb = s_codes.astype(np.int64) * max(g_count, 1) + np.concatenate([old_codes, new_codes])
     old_comb, new_comb = comb[: len(slot_start)], comb[len(slot_start) :]
-    order = np.argsort(old_comb, kind="stable")
-    sorted_old = old_comb[order]
-    pos = np.searchsorted(sorted_old, new_comb)
-    if len(sorted_old):
-        found = sorted_old[np.minimum(pos, len(sorted_old) - 1)] == new_comb
-    else:
-        found = np.zeros(len(new_comb), dtype=bool)
-    target = np.empty(len(new_comb), dtype=np.int64)
-    if found.any():
-        target[found] = order[pos[found]]
+    target = np.asarray(pd.Index(old_comb).get_indexer(new_comb), dtype=np.int64)
+    found = target >= 0
     n_old = slots.num_rows
     if (~found).any():
         fresh, first_idx, inv = np.unique(new_comb[~found], return_index=True, return_inverse=True)
@@ -972,22 +1001,30 @@ def _output_frame(
     revision: NDArray[np.int64],
     *,
     retracted: bool,
-) -> pd.DataFrame:
-    sel = slots.take(pa.array(idx))
+) -> tuple[pd.DataFrame, list[pd.Series]]:
+    """Output rows of slots ``idx``, and the raw results they were made from."""
+    start = np.asarray(slots.column("start").to_numpy(), dtype=np.int64)
+    end = np.asarray(slots.column("end").to_numpy(), dtype=np.int64)
     data: dict[str, Any] = {
-        plan.start_column: _ts_series(np.asarray(sel.column("start").to_numpy(), dtype=np.int64)),
-        plan.end_column: _ts_series(np.asarray(sel.column("end").to_numpy(), dtype=np.int64)),
+        plan.start_column: _ts_series(start[idx]),
+        plan.end_column: _ts_series(end[idx]),
+        **_group_series(plan, slots, idx),
     }
-    if plan.group_by:
-        groups = sel.select(list(plan.group_by)).to_pandas(
-            integer_object_nulls=True, date_as_object=True
-        )
-        for g in plan.group_by:
-            data[g] = groups[g].reset_index(drop=True)
     raw = _raw_results(plan, accs, idx)
     for a, series in zip(plan.aggs, raw, strict=True):
         data[a.alias] = _present(a, series)
     return _finish_frame(plan, data, revision, retracted), raw
+
+
+def _group_series(
+    plan: WindowPlan, slots: pa.Table, idx: NDArray[np.int64]
+) -> dict[str, pd.Series]:
+    """The ``group_by`` values of slots ``idx``: each column taken alone, not the whole table."""
+    take = pa.array(idx)
+    return {
+        g: slots.column(g).take(take).to_pandas(integer_object_nulls=True, date_as_object=True)
+        for g in plan.group_by
+    }
 
 
 def _finish_frame(
@@ -1038,12 +1075,7 @@ def _last_output_frame(
             np.asarray(sel.column("__last_end").to_numpy(), dtype=np.int64)
         ),
     }
-    if plan.group_by:
-        groups = sel.select(list(plan.group_by)).to_pandas(
-            integer_object_nulls=True, date_as_object=True
-        )
-        for g in plan.group_by:
-            data[g] = groups[g].reset_index(drop=True)
+    data.update(_group_series(plan, slots, idx))
     for i, a in enumerate(plan.aggs):
         raw = sel.column(f"__last_{i}").to_pandas(integer_object_nulls=True)
         data[a.alias] = _present(a, raw.reset_index(drop=True))

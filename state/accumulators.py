@@ -141,6 +141,7 @@ _HLL_HASH_KEY = "interlace.hll.v1"  # SipHash key for strings: exactly 16 bytes
 # bits (integral floats hash as that integer, so 5.0 and 5 count once).
 _FLOAT_HASH_FLIP = np.uint64(0x9E3779B97F4A7C15)
 _HLL_RANK_BITS = 64 - HLL_PRECISION  # 50 bits left for the rank
+_HLL_RANK_FIELD = 6  # bits that hold a rank (at most _HLL_RANK_BITS + 1 = 51) when packed
 _HLL_ALPHA = 0.7213 / (1.0 + 1.079 / HLL_REGISTERS)
 
 _EMPTY_I64: NDArray[np.int64] = np.zeros(0, dtype=np.int64)
@@ -1212,16 +1213,20 @@ class _DistinctHll(Accumulator[HllState]):
         to_dense = row >= 0
         dense = state.dense.copy()
         np.maximum.at(dense, (row[to_dense], index[to_dense]), rank[to_dense])
-        # Sparse slots: union old and new entries, keep the max rank per register.
+        # Sparse slots: union old and new entries, keep the max rank per register. Each entry
+        # packs into one int64 that sorts by (slot, index, rank), so one plain sort puts the
+        # largest rank of every register last.
         counts = np.diff(state.sparse_offsets)
         all_slot = np.concatenate([np.repeat(np.arange(n, dtype=np.int64), counts), s[~to_dense]])
-        all_index = np.concatenate([state.sparse_index, index[~to_dense]])
+        all_index = np.concatenate([state.sparse_index, index[~to_dense]]).astype(np.int64)
         all_rank = np.concatenate([state.sparse_rank, rank[~to_dense]])
-        key = all_slot * HLL_REGISTERS + all_index
-        order = np.lexsort((all_rank, key))
-        key_sorted = key[order]
-        last = order[np.r_[key_sorted[1:] != key_sorted[:-1], True]] if key.size else order
-        sp_slot, sp_index, sp_rank = all_slot[last], all_index[last], all_rank[last]
+        packed = (((all_slot << HLL_PRECISION) | all_index) << _HLL_RANK_FIELD) | all_rank
+        packed.sort()
+        register = packed >> _HLL_RANK_FIELD
+        packed = packed[np.r_[register[1:] != register[:-1], True]] if packed.size else packed
+        sp_slot = packed >> (HLL_PRECISION + _HLL_RANK_FIELD)
+        sp_index = ((packed >> _HLL_RANK_FIELD) & (HLL_REGISTERS - 1)).astype(np.uint16)
+        sp_rank = (packed & ((1 << _HLL_RANK_FIELD) - 1)).astype(np.uint8)
         counts = np.bincount(sp_slot, minlength=n)
         dense_row = state.dense_row
         promote = np.flatnonzero(counts > HLL_SPARSE_MAX_ENTRIES)
