@@ -684,6 +684,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-floor", dest="floor", action="store_false",
                     help="skip the no-op applyInPandasWithState runs (the floor)")
     ap.add_argument("--profile", action="store_true", help="cProfile the hot path")
+    ap.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                    help="extra Spark setting for the session (repeatable; both engines)")
     ap.add_argument("--no-spark", action="store_true", help="only the Spark-free measurements")
     ap.add_argument("--seed", type=int, default=20260302)
     ap.add_argument("--out", default=None,
@@ -747,7 +749,8 @@ def main(argv: list[str] | None = None) -> int:
             from interlace import local_session
 
             spark = local_session("interlace-window-bench", master="local[2]",
-                                  shuffle_partitions=4)
+                                  shuffle_partitions=4,
+                                  conf=dict(c.split("=", 1) for c in args.conf))
             print("[spark] session up", flush=True)
             ckpt_root = work / "checkpoints"
             verify: dict[tuple[str, str], RunResult] = {}
@@ -853,7 +856,7 @@ def render(args: Any, command: str, names: list[str], data: Data, rows: int, key
         f"pyarrow {v['pyarrow']}, numpy {v['numpy']}, Python {v['python']}, {v['java']}",
         f"- {v['cores']} cores ({v['cpu']}), {v['platform']}; "
         "`local_session(master=\"local[2]\", shuffle_partitions=4)`, default (HDFS-backed) state "
-        "store",
+        "store" + "".join(f"; `{c}`" for c in args.conf),
         f"- {batches} micro-batches x {rows:,} rows, {keys:,} keys (uniform), {args.span_s:g} s of "
         "event time per micro-batch (uniform, sorted; no late rows), then a 1-row flush "
         "micro-batch one day ahead and Spark's no-data batch; Parquet file source, "
