@@ -13,6 +13,9 @@ Variants:
   :class:`TimedJoinFunction`), to split the Python workers' CPU between interlace and PySpark.
 * ``uncompressed``: ``baseline`` writing its blobs' Arrow IPC buffers uncompressed, as
   interlace did before ``JOIN_IPC_COMPRESSION`` (zstd); to measure what compression buys.
+* ``floor``: not a join: reads every input frame, keeps an 8-byte state and emits nothing
+  (:class:`FloorJoinFunction`): what Spark's ``applyInPandasWithState`` path costs on the
+  join's prepared input before interlace does any work. Its output is not checked.
 
 The ``fastconv`` variant measured in docs/performance.md (column-wise pandas-to-Arrow input,
 single-threaded output conversion) has been adopted by ``JoinFunction`` and removed here.
@@ -28,6 +31,7 @@ from interlace.operators.join import JoinFunction
 
 __all__ = [
     "VARIANTS",
+    "FloorJoinFunction",
     "TimedJoinFunction",
     "UncompressedJoinFunction",
 ]
@@ -78,8 +82,22 @@ class UncompressedJoinFunction(JoinFunction):
             buffers.JOIN_IPC_COMPRESSION = saved
 
 
+class FloorJoinFunction(JoinFunction):
+    """A no-op in the join's place: consumes the frames, keeps 8 bytes of state, emits nothing."""
+
+    def __call__(
+        self, key: Any, frames: Iterator[pd.DataFrame], state: Any
+    ) -> Iterator[pd.DataFrame]:
+        for _ in frames:
+            pass
+        state.update((b"\0" * 8,))
+        state.setTimeoutTimestamp(max(int(state.getCurrentWatermarkMs()), 1) + 10**12)
+        yield from ()
+
+
 VARIANTS: dict[str, type[JoinFunction]] = {
     "baseline": JoinFunction,
     "timed": TimedJoinFunction,
     "uncompressed": UncompressedJoinFunction,
+    "floor": FloorJoinFunction,
 }
