@@ -238,7 +238,6 @@ def run_demo(workdir: Path | None = None, *, spark: Any = None, quiet: bool = Fa
     """Generate the data, run both pipelines, print a summary (unless ``quiet``)."""
     import duckdb
 
-    from interlace.metrics import PipelineMetrics
     from interlace.runner import run_pipeline
     from interlace.session import local_session
 
@@ -253,16 +252,10 @@ def run_demo(workdir: Path | None = None, *, spark: Any = None, quiet: bool = Fa
     join, window = demo_pipelines(root)
     log = None if quiet else sys.stderr
     run_pipeline(join, base=root, spark=spark, progress=log)
-    window_metrics = PipelineMetrics(window.name, "window")
-    w = run_pipeline(window, base=root, spark=spark, progress=log, metrics=window_metrics)
+    w = run_pipeline(window, base=root, spark=spark, progress=log)
     # Clicks Spark's pre-filter removed (t <= the previous batch's W) never reach the operator,
-    # so its late_dropped counter misses them; the metrics have them from the query progress.
-    removed_by_spark = int(
-        window_metrics.registry.get_sample_value(
-            "interlace_late_rows_dropped_total", {"pipeline": window.name, "policy": "spark"}
-        )
-        or 0
-    )
+    # so its late_dropped counter misses them; the run counts them from the query progress.
+    removed_by_spark = w.spark_dropped
 
     con = duckdb.connect(str(root / "demo.duckdb"), read_only=True)
     try:

@@ -21,7 +21,7 @@ from typing import Any
 
 from pyspark.accumulators import AccumulatorParam
 
-__all__ = ["CounterParam", "counters"]
+__all__ = ["CounterParam", "counters", "spark_dropped_rows"]
 
 
 class CounterParam(AccumulatorParam):  # type: ignore[type-arg]
@@ -36,6 +36,16 @@ class CounterParam(AccumulatorParam):  # type: ignore[type-arg]
         for k, v in b.items():
             a[k] = a.get(k, 0) + v
         return a
+
+
+def spark_dropped_rows(progress: dict[str, Any]) -> int:
+    """Rows Spark's watermark pre-filter removed in one micro-batch.
+
+    They never reached the operator; ``progress`` is the batch's progress as a dict, and the
+    count is the sum of its ``stateOperators[].numRowsDroppedByWatermark``.
+    """
+    ops = progress.get("stateOperators") or []
+    return sum(int(o.get("numRowsDroppedByWatermark") or 0) for o in ops)
 
 
 def counters(spark: Any) -> Any:
@@ -164,7 +174,7 @@ class PipelineMetrics:
         if ops:
             self.state_groups.labels(p).set(sum(int(o.get("numRowsTotal") or 0) for o in ops))
             self.state_bytes.labels(p).set(sum(int(o.get("memoryUsedBytes") or 0) for o in ops))
-            spark_dropped = sum(int(o.get("numRowsDroppedByWatermark") or 0) for o in ops)
+            spark_dropped = spark_dropped_rows(progress)
             if spark_dropped:
                 self.late_dropped.labels(p, "spark").inc(spark_dropped)
 

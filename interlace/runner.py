@@ -27,12 +27,18 @@ __all__ = ["RunSummary", "build_query_input", "run_pipeline"]
 
 @dataclass
 class RunSummary:
-    """What a run did."""
+    """What a run did.
+
+    ``spark_dropped`` counts input rows Spark's watermark pre-filter removed before the
+    operator saw them (``numRowsDroppedByWatermark``); the operator's own late rows are in
+    ``counters``.
+    """
 
     batches: int = 0
     input_rows: int = 0
     output_rows: int = 0
     dead_letters: int = 0
+    spark_dropped: int = 0
     counters: dict[str, int] = field(default_factory=dict)
     stopped_by_user: bool = False
     seconds: float = 0.0
@@ -174,7 +180,7 @@ def run_pipeline(
         A :class:`RunSummary`. Ctrl-C stops the query cleanly (``stopped_by_user``); a rerun
         resumes from the checkpoint.
     """
-    from interlace.metrics import PipelineMetrics, counters
+    from interlace.metrics import PipelineMetrics, counters, spark_dropped_rows
     from interlace.session import local_session
     from interlace.targets import make_target
 
@@ -284,6 +290,7 @@ def run_pipeline(
             summary.batches += 1
             summary.input_rows += int(p.get("numInputRows") or 0)
             summary.output_rows += written.get(bid, 0)
+            summary.spark_dropped += spark_dropped_rows(p)
             if reporter is not None:
                 reporter.batch(p, written.get(bid, 0), late_at.get(bid, _late_rows(totals)))
 

@@ -52,6 +52,7 @@ __all__ = [
     "dead_letter_json_value",
     "operator_wm_us",
     "oracle_join",
+    "processing_time_stamps",
     "spark_drops_row",
     "spark_event_time_ms",
     "to_us",
@@ -373,6 +374,23 @@ class _SparkWatermarkTracker:
         self.global_ms = max(self.global_ms, chosen_ms)
 
 
+def processing_time_stamps(
+    batch_times_ms: Sequence[int] | None, n_batches: int
+) -> list[datetime]:
+    """Return each micro-batch's processing time as a naive UTC datetime (rule 0).
+
+    Under ``time_mode="processing"`` every row of batch ``b`` takes ``batch_times_ms[b]``,
+    the batch's timestamp (Spark's ``batchTimestampMs``), as its event time.
+
+    Raises:
+        ValueError: Unless there is exactly one time per log batch.
+    """
+    if batch_times_ms is None or len(batch_times_ms) != n_batches:
+        msg = "`time_mode`='processing' needs `batch_times_ms`, one per log batch"
+        raise ValueError(msg)
+    return [EPOCH + timedelta(milliseconds=int(ms)) for ms in batch_times_ms]
+
+
 def spark_drops_row(event_time_us: int, previous_batch_w_ms: int) -> bool:
     """Say whether Spark removes a row before the operator sees it (rule 2).
 
@@ -667,15 +685,12 @@ def oracle_join(
         raise ValueError(msg)
     if (getattr(spec, "time_mode", None) or "event") == "processing":
         # Rule 0: processing time is the micro-batch's timestamp.
-        if batch_times_ms is None or len(batch_times_ms) != len(log):
-            msg = "`time_mode`='processing' needs `batch_times_ms`, one per log batch"
-            raise ValueError(msg)
+        stamps = processing_time_stamps(batch_times_ms, len(log))
         shared = getattr(spec, "event_time_column", None)
         et = {side: getattr(spec, f"{side}_event_time_column", None) or shared for side in _SIDES}
         if None in et.values():
             msg = "`time_mode`='processing' needs an event-time column name for both sides"
             raise ValueError(msg)
-        stamps = [EPOCH + timedelta(milliseconds=int(ms)) for ms in batch_times_ms]
         log = [
             JoinBatch(
                 left=[{**row, et["left"]: at} for row in b.left],

@@ -74,15 +74,25 @@ class ReplayResult:
 
         A trailing no-data batch is left out: the oracle adds it by the same rule Spark uses.
         """
-        out: list[Any] = []
+        return [log[b.log_index] if b.log_index is not None else empty()
+                for b in self._through_last_data()]
+
+    def scheduled_times_ms(self) -> list[int]:
+        """Return the timestamp (ms) of each batch :meth:`scheduled` lists, in its order.
+
+        What the oracles take as ``batch_times_ms`` under ``time_mode="processing"``.
+        """
+        times = [b.timestamp_ms for b in self._through_last_data()]
+        if None in times:
+            msg = "batch timestamps were not recorded (replay_streams records them)"
+            raise ValueError(msg)
+        return [int(t) for t in times if t is not None]
+
+    def _through_last_data(self) -> list[ReplayBatch]:
+        """The batches in order, up to and including the last one that read log rows."""
         batches = sorted(self.batches, key=lambda b: b.batch_id)
         last_data = max((i for i, b in enumerate(batches) if b.log_index is not None), default=-1)
-        for i, b in enumerate(batches):
-            if b.log_index is not None:
-                out.append(log[b.log_index])
-            elif i < last_data:
-                out.append(empty())
-        return out
+        return batches[: last_data + 1]
 
     def rows_by_batch(self) -> dict[int, list[dict[str, Any]]]:
         """Group output rows by batch id."""

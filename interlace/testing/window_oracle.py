@@ -39,6 +39,7 @@ from interlace.testing.oracle import (
     OracleRow,
     dead_letter_json_value,
     operator_wm_us,
+    processing_time_stamps,
     spark_drops_row,
     spark_event_time_ms,
 )
@@ -707,13 +708,11 @@ def oracle_window(
     """
     if (getattr(spec, "time_mode", None) or "event") == "processing":
         # Rule 0: processing time is the micro-batch's timestamp.
-        if batch_times_ms is None or len(batch_times_ms) != len(log):
-            msg = "`time_mode`='processing' needs `batch_times_ms`, one per log batch"
-            raise ValueError(msg)
+        stamps = processing_time_stamps(batch_times_ms, len(log))
         et = str(getattr(spec, "event_time_column", None) or "_event_ts")
         log = [
-            WindowBatch(rows=tuple({**row, et: _datetime(int(ms) * 1000)} for row in batch.rows))
-            for batch, ms in zip(log, batch_times_ms, strict=True)
+            WindowBatch(rows=tuple({**row, et: at} for row in batch.rows))
+            for batch, at in zip(log, stamps, strict=True)
         ]
         columns = [*columns, et] if et not in columns else list(columns)
     cfg = _resolve(spec, columns)
