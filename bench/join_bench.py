@@ -226,8 +226,10 @@ def build_interlace(left: Any, right: Any, w: Workload, key_groups: int,
 
     cloudpickle.register_pickle_by_value(join_variants)
     op = prepare_join(left, right, spec)
-    func = join_variants.VARIANTS[variant](op.plan)
-    return op.prepared.groupBy(*op.group_columns).applyInPandasWithState(
+    cls = join_variants.VARIANTS[variant]
+    func = cls(op.plan)
+    prepared = cls.prepare(op.prepared, op) if hasattr(cls, "prepare") else op.prepared
+    return prepared.groupBy(*op.group_columns).applyInPandasWithState(
         func, op.output_schema, op.state_schema, op.output_mode, op.timeout_conf)
 
 

@@ -16,6 +16,13 @@ Variants:
 * ``floor``: not a join: reads every input frame, keeps an 8-byte state and emits nothing
   (:class:`FloorJoinFunction`): what Spark's ``applyInPandasWithState`` path costs on the
   join's prepared input before interlace does any work. Its output is not checked.
+* ``identity_kg``: ``baseline`` with the group value of key group ``g`` being ``g`` itself, as
+  before the balanced ids of :mod:`interlace.state.keygroups`; to measure what balancing the
+  key groups over the shuffle partitions buys (a variant may define ``prepare(prepared, op)``
+  to change the prepared input).
+* ``wide``: ``baseline`` on the prepared layout before shared slots (every column of both
+  sides, the other side's null, event-time columns twice); to measure what
+  :func:`interlace.operators.join.payload_sources` buys.
 
 The ``fastconv`` variant measured in docs/performance.md (column-wise pandas-to-Arrow input,
 single-threaded output conversion) has been adopted by ``JoinFunction`` and removed here.
@@ -95,9 +102,60 @@ class FloorJoinFunction(JoinFunction):
         yield from ()
 
 
+class IdentityKeyGroupJoinFunction(JoinFunction):
+    """``JoinFunction`` unchanged; :meth:`prepare` regroups rows by the key group number."""
+
+    @staticmethod
+    def prepare(prepared: Any, op: Any) -> Any:
+        from interlace.operators.join import KEY_GROUP_COLUMN
+        from pyspark.sql import functions as F
+
+        # The prepared column carrying each key (JoinPlan.input_sources), per side.
+        src = dict(zip(op.plan.input_schema.names, op.plan.input_sources, strict=True))
+        keys = [F.coalesce(F.col(f"`{src[lk]}`"), F.col(f"`{src[rk]}`"))
+                for lk, rk in zip(op.plan.left_key_internal, op.plan.right_key_internal,
+                                  strict=True)]
+        kg = F.pmod(F.xxhash64(*keys), F.lit(op.spec.key_groups)).cast("int")
+        return prepared.withColumn(KEY_GROUP_COLUMN, kg)
+
+
+class WideLayoutJoinFunction(JoinFunction):
+    """``JoinFunction`` on the prepared layout used before shared slots: every column of both
+    sides (the other side's null), the event-time columns carried again beside ``__il_t``.
+
+    :meth:`prepare` rebuilds that layout from today's with one ``CASE WHEN`` per column (a
+    projection the old layout did not need, so this variant is, if anything, a little slower
+    than the released code before the change).
+    """
+
+    def __init__(self, plan: Any, counters: Any | None = None) -> None:
+        import dataclasses
+
+        super().__init__(
+            dataclasses.replace(plan, input_sources=tuple(plan.input_schema.names)), counters)
+
+    @staticmethod
+    def prepare(prepared: Any, op: Any) -> Any:
+        from interlace.operators import join as J
+        from pyspark.sql import functions as F
+
+        plan = op.plan
+        cols = [F.col(c) for c in (J.SIDE_COLUMN, J.KEY_GROUP_COLUMN, J.EVENT_TIME_COLUMN,
+                                   J.TIME_COLUMN)]
+        for name, source in list(zip(plan.input_schema.names, plan.input_sources,
+                                     strict=True))[2:]:
+            side = J.LEFT if name.startswith(J.LEFT_PREFIX_INTERNAL) else J.RIGHT
+            # metadata={}: a copy of __il_t must not carry its watermark (one per stream).
+            cols.append(F.when(F.col(J.SIDE_COLUMN) == side, F.col(f"`{source}`"))
+                        .alias(name, metadata={}))
+        return prepared.select(*cols)
+
+
 VARIANTS: dict[str, type[JoinFunction]] = {
     "baseline": JoinFunction,
     "timed": TimedJoinFunction,
     "uncompressed": UncompressedJoinFunction,
     "floor": FloorJoinFunction,
+    "identity_kg": IdentityKeyGroupJoinFunction,
+    "wide": WideLayoutJoinFunction,
 }

@@ -100,21 +100,15 @@ def prepared_batch(
     k = np.concatenate([left[0], right[0]])
     t = np.concatenate([left[1], right[1]])
     side = np.concatenate([np.zeros(nl, np.int32), np.ones(nr, np.int32)])
-    lmask = np.concatenate([np.zeros(nl, bool), np.ones(nr, bool)])  # True = null
-    rmask = ~lmask
-
-    def col(values: np.ndarray, mask: np.ndarray, typ: pa.DataType) -> pa.Array:
-        arr = pa.array(values, mask=mask)
-        return arr.cast(typ) if typ != arr.type else arr
-
     v = np.concatenate([left[2], right[2]])
+    # prepare_join's layout for (k, ts, v) on both sides (JoinPlan.slots): k and v share one
+    # column each, ts is read from __il_t.
     arrays = [
         pa.array(side), pa.array(mix_hash(k, kg)), pa.array(t).cast(ts), pa.array(t),
-        col(k, lmask, pa.int64()), col(t, lmask, pa.int64()).cast(ts), col(v, lmask, pa.float64()),
-        col(k, rmask, pa.int64()), col(t, rmask, pa.int64()).cast(ts), col(v, rmask, pa.float64()),
+        pa.array(k), pa.array(v),
     ]
     names = [J.SIDE_COLUMN, J.KEY_GROUP_COLUMN, J.EVENT_TIME_COLUMN, J.TIME_COLUMN,
-             "__il_l0", "__il_l1", "__il_l2", "__il_r0", "__il_r1", "__il_r2"]
+             "__il_s0", "__il_s1"]
     table = pa.Table.from_arrays(arrays, names=names)
     assert table.num_rows == n
     # Spark sorts each partition by the grouping key before the operator.
@@ -146,6 +140,7 @@ def main(argv: list[str] | None = None) -> int:
                   event_time_column="ts", lateness_ms=w.lateness_ms, key_groups=args.key_groups)
     side_schema = pa.schema([("k", pa.int64()), ("ts", pa.timestamp("ns")), ("v", pa.float64())])
     plan = J.JoinPlan.from_schemas(spec, side_schema, side_schema)
+    assert plan.slots == (("__il_s0", 0, 0), ("__il_s1", 2, 2)), plan.slots  # prepared_batch
     func = join_variants.VARIANTS[args.variant](plan)
     if args.arrow_threads:
         pa.set_cpu_count(args.arrow_threads)

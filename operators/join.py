@@ -27,7 +27,7 @@ import datetime as _dt
 import decimal
 import json
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Hashable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -61,7 +61,12 @@ from interlace.state.buffers import (
     decode_join_state,
     encode_join_state,
 )
-from interlace.state.keygroups import DEFAULT_KEY_GROUPS, key_group_sql, validate_key_groups
+from interlace.state.keygroups import (
+    DEFAULT_KEY_GROUPS,
+    KEY_GROUP_ID_SCHEME,
+    key_group_sql,
+    validate_key_groups,
+)
 from numpy.typing import NDArray
 
 __all__ = [
@@ -92,6 +97,7 @@ KEY_GROUP_COLUMN = RESERVED_PREFIX + "kg"
 EVENT_TIME_COLUMN = RESERVED_PREFIX + "t"
 LEFT_PREFIX_INTERNAL = RESERVED_PREFIX + "l"
 RIGHT_PREFIX_INTERNAL = RESERVED_PREFIX + "r"
+SLOT_PREFIX_INTERNAL = RESERVED_PREFIX + "s"
 LEFT, RIGHT = 0, 1
 _SIDE_NAMES = ("left", "right")
 
@@ -295,6 +301,7 @@ class Join:
                 "upper": self.upper,
                 "allowance": self.allowance_ms,
                 "key_groups": self.key_groups,
+                "key_group_ids": KEY_GROUP_ID_SCHEME,
                 "left_columns": list(left_columns),
                 "right_columns": list(right_columns),
             }
@@ -339,6 +346,7 @@ class JoinPlan:
     outputs: tuple[OutputColumn, ...]
     fp: str
     input_schema: pa.Schema = field(default_factory=lambda: pa.schema([]))
+    input_sources: tuple[str, ...] = ()
 
     @property
     def dlq(self) -> bool:
@@ -361,9 +369,42 @@ class JoinPlan:
         names = [o.name for o in self.outputs]
         return names + [DEAD_LETTER_COLUMN] if self.dlq else names
 
+    @property
+    def slots(self) -> tuple[tuple[str, int | None, int | None], ...]:
+        """The shared payload columns of the prepared input, in order.
+
+        Each is ``(name, left index, right index)``: the left and right input columns (by
+        position; ``None``: that side has none) that the prepared input carries in that one
+        column (see :func:`payload_sources`).
+        """
+        nl = len(self.left_names)
+        lsrc = self.input_sources[2 : 2 + nl]
+        rsrc = self.input_sources[2 + nl :]
+        names = sorted(
+            {n for n in self.input_sources[2:] if n.startswith(SLOT_PREFIX_INTERNAL)},
+            key=lambda n: int(n[len(SLOT_PREFIX_INTERNAL) :]),
+        )
+        return tuple(
+            (n, lsrc.index(n) if n in lsrc else None, rsrc.index(n) if n in rsrc else None)
+            for n in names
+        )
+
     @classmethod
-    def from_schemas(cls, spec: Join, left: pa.Schema, right: pa.Schema) -> JoinPlan:
-        """Resolve ``spec`` against the Arrow schemas of the two inputs (no Spark needed)."""
+    def from_schemas(
+        cls,
+        spec: Join,
+        left: pa.Schema,
+        right: pa.Schema,
+        *,
+        left_type_ids: Sequence[Hashable] | None = None,
+        right_type_ids: Sequence[Hashable] | None = None,
+    ) -> JoinPlan:
+        """Resolve ``spec`` against the Arrow schemas of the two inputs (no Spark needed).
+
+        ``left_type_ids`` / ``right_type_ids`` (one per column; default: the Arrow types) decide
+        which columns of the two sides may share a column of the prepared input
+        (:func:`payload_sources`); :func:`prepare_join` passes Spark's exact data types.
+        """
         left_names, right_names = tuple(left.names), tuple(right.names)
         _check_keys_and_outputs(spec, left_names, right_names)
         lpay = pa.schema(
@@ -381,6 +422,13 @@ class JoinPlan:
         outputs = _output_columns(spec, left_names, right_names)
         input_fields = [pa.field(SIDE_COLUMN, pa.int32()), pa.field(TIME_COLUMN, pa.int64())]
         input_schema = pa.schema(input_fields + list(lpay) + list(rpay))
+        let, ret = spec.side_event_time_column("left"), spec.side_event_time_column("right")
+        lsrc, rsrc = payload_sources(
+            left_type_ids if left_type_ids is not None else [str(f.type) for f in left],
+            right_type_ids if right_type_ids is not None else [str(f.type) for f in right],
+            left_names.index(let) if let in left_names else None,
+            right_names.index(ret) if ret in right_names else None,
+        )
         return cls(
             how=spec.how,
             late_data=spec.late_data,
@@ -398,7 +446,59 @@ class JoinPlan:
             outputs=outputs,
             fp=spec.state_fingerprint(left_names, right_names),
             input_schema=input_schema,
+            input_sources=(SIDE_COLUMN, TIME_COLUMN, *lsrc, *rsrc),
         )
+
+
+def payload_sources(
+    left_type_ids: Sequence[Hashable],
+    right_type_ids: Sequence[Hashable],
+    left_event_time: int | None,
+    right_event_time: int | None,
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Decide which column of the prepared input carries each input column.
+
+    Every prepared row belongs to one side, so a left and a right column of the same type can
+    share one column of the prepared input (a *slot*, ``__il_s<n>``): left rows fill it with
+    the left column, right rows with the right one. Each side's event-time column is not
+    carried at all: it is a copy of ``__il_t``, which the prepared input has anyway. Fewer,
+    fuller columns mean less to shuffle, to write to Arrow in the JVM and to convert to pandas
+    in the Python worker (docs/performance.md).
+
+    Args:
+        left_type_ids: One hashable per left column; equal ids may share a slot.
+        right_type_ids: Likewise for the right columns.
+        left_event_time: Index of the left event-time column, or ``None``.
+        right_event_time: Index of the right event-time column, or ``None``.
+
+    Returns:
+        Per left column and per right column, the prepared column it is read from:
+        ``__il_t`` or a slot. Slots are numbered in order of first use: the left columns, then
+        the right columns that found no free left slot of their type.
+    """
+    left: list[str] = []
+    free: dict[Hashable, list[str]] = {}
+    n = 0
+    for i, t in enumerate(left_type_ids):
+        if i == left_event_time:
+            left.append(EVENT_TIME_COLUMN)
+            continue
+        name = f"{SLOT_PREFIX_INTERNAL}{n}"
+        n += 1
+        left.append(name)
+        free.setdefault(t, []).append(name)
+    right: list[str] = []
+    for j, t in enumerate(right_type_ids):
+        if j == right_event_time:
+            right.append(EVENT_TIME_COLUMN)
+            continue
+        shared = free.get(t)
+        if shared:
+            right.append(shared.pop(0))
+            continue
+        right.append(f"{SLOT_PREFIX_INTERNAL}{n}")
+        n += 1
+    return tuple(left), tuple(right)
 
 
 def _check_keys_and_outputs(spec: Join, left: Sequence[str], right: Sequence[str]) -> None:
@@ -906,7 +1006,7 @@ class JoinFunction:
             )
         else:
             buffers = JoinBuffers.empty(plan.left_buffer_schema, plan.right_buffer_schema)
-        batch = frames_to_table(plan.input_schema, frames)
+        batch = frames_to_table(plan.input_schema, frames, plan.input_sources)
         result = step(plan, buffers, batch, wm_us)
         if result.output.num_rows:
             yield table_to_pandas(result.output)
@@ -922,25 +1022,60 @@ class JoinFunction:
             state.setTimeoutTimestamp(max(timeout_ms, spark_wm_ms, 1))
 
 
-def frames_to_table(schema: pa.Schema, frames: Iterator[pd.DataFrame]) -> pa.Table:
+def frames_to_table(
+    schema: pa.Schema, frames: Iterator[pd.DataFrame], sources: Sequence[str] = ()
+) -> pa.Table:
     """Concatenate Spark's input frames into one Arrow table with ``schema``'s columns.
 
-    One ``pa.array(..., from_pandas=True)`` per column (NaN/NaT become nulls, float64-with-NaN
-    becomes a nullable int64): measured faster than ``pa.Table.from_pandas`` per frame
-    (bench/join_variants.py ``fastconv``: 1.29x on the 10k-key workload, same output).
+    Column ``i`` of the table is read from frame column ``sources[i]`` (default: the same
+    name); a frame column named by several columns, such as a slot shared by both sides
+    (:func:`payload_sources`), is converted once. One ``pa.array(..., from_pandas=True)`` per
+    column (NaN/NaT become nulls, float64-with-NaN becomes a nullable int64): measured faster
+    than ``pa.Table.from_pandas`` per frame (bench/join_variants.py ``fastconv``: 1.29x on the
+    10k-key workload, same output).
     """
+    names = tuple(sources) or tuple(schema.names)
     tables = []
     for f in frames:
         if not len(f):
             continue
-        arrays = [
-            pa.array(f[name], type=fld.type, from_pandas=True)
-            for name, fld in zip(schema.names, schema, strict=True)
-        ]
+        done: dict[tuple[str, pa.DataType], pa.Array] = {}
+        arrays = []
+        for name, fld in zip(names, schema, strict=True):
+            arr = done.get((name, fld.type))
+            if arr is None:
+                arr = done[(name, fld.type)] = pa.array(f[name], type=fld.type, from_pandas=True)
+            arrays.append(arr)
         tables.append(pa.Table.from_arrays(arrays, schema=schema))
     if not tables:
         return schema.empty_table()
     return pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+
+
+def prepared_layout(plan: JoinPlan, batch: pa.Table) -> pa.Table:
+    """The inverse of :func:`frames_to_table`: ``batch`` (``plan.input_schema``) laid out as
+    :func:`prepare_join`'s prepared input (side tag, µs time, ``__il_t``, shared slots; no key
+    group). For driving :class:`JoinFunction` without Spark (tests, ``bench/profile_join.py``).
+    """
+    is_left = pc.equal(batch.column(SIDE_COLUMN), LEFT)
+    nl = len(plan.left_names)
+    sources = plan.input_sources
+    columns: dict[str, pa.ChunkedArray] = {}
+    for name in dict.fromkeys(sources):
+        lcols = [i for i in range(2, 2 + nl) if sources[i] == name]
+        rcols = [i for i in range(2 + nl, len(sources)) if sources[i] == name]
+        if not lcols and not rcols:  # side tag, µs time
+            columns[name] = batch.column(sources.index(name))
+            continue
+        lval = batch.column(lcols[0]) if lcols else None
+        rval = batch.column(rcols[0]) if rcols else None
+        typ = (lval if lval is not None else rval).type  # type: ignore[union-attr]
+        columns[name] = pc.if_else(
+            is_left,
+            lval if lval is not None else pa.nulls(batch.num_rows, typ),
+            rval if rval is not None else pa.nulls(batch.num_rows, typ),
+        )
+    return pa.table(columns)
 
 
 def table_to_pandas(table: pa.Table) -> pd.DataFrame:
@@ -1068,7 +1203,13 @@ def prepare_join(left: Any, right: Any, spec: Join, *, counters: Any | None = No
         sides[name] = (df, et)
 
     (ldf, let), (rdf, ret) = sides["left"], sides["right"]
-    plan = JoinPlan.from_schemas(spec, arrow_schema_for(ldf.schema), arrow_schema_for(rdf.schema))
+    plan = JoinPlan.from_schemas(
+        spec,
+        arrow_schema_for(ldf.schema),
+        arrow_schema_for(rdf.schema),
+        left_type_ids=[f.dataType.json() for f in ldf.schema.fields],
+        right_type_ids=[f.dataType.json() for f in rdf.schema.fields],
+    )
     key_types = []
     for lk, rk in zip(spec.left_keys, spec.right_keys, strict=True):
         common = _spark_common_key_type(ldf.schema[lk].dataType, rdf.schema[rk].dataType)
@@ -1094,11 +1235,14 @@ def prepare_join(left: Any, right: Any, spec: Join, *, counters: Any | None = No
             F.col(EVENT_TIME_COLUMN),
             F.unix_micros(F.col(EVENT_TIME_COLUMN)).alias(TIME_COLUMN),
         ]
-        for s, sdf in ((LEFT, ldf), (RIGHT, rdf)):
-            prefix = LEFT_PREFIX_INTERNAL if s == LEFT else RIGHT_PREFIX_INTERNAL
-            for i, f in enumerate(sdf.schema.fields):
-                src = F.col(f"`{f.name}`") if s == side else F.lit(None).cast(f.dataType)
-                cols.append(src.alias(f"{prefix}{i}"))
+        # Both sides' columns share slots (payload_sources); the event-time columns are __il_t.
+        for slot, li, ri in plan.slots:
+            idx = li if side == LEFT else ri
+            if idx is not None:
+                cols.append(F.col(f"`{df.columns[idx]}`").alias(slot))
+            else:
+                typ = (ldf if li is not None else rdf).schema.fields[li if li is not None else ri]
+                cols.append(F.lit(None).cast(typ.dataType).alias(slot))
         return base.select(*cols)
 
     prepared = side_frame(ldf, let, LEFT, spec.left_keys).unionByName(

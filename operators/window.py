@@ -52,7 +52,12 @@ from interlace.operators.join import _json_value
 from interlace.state import blob
 from interlace.state.accumulators import Accumulator, make_accumulator
 from interlace.state.buffers import ipc_to_table, table_to_ipc
-from interlace.state.keygroups import DEFAULT_KEY_GROUPS, key_group_sql, validate_key_groups
+from interlace.state.keygroups import (
+    DEFAULT_KEY_GROUPS,
+    KEY_GROUP_ID_SCHEME,
+    key_group_sql,
+    validate_key_groups,
+)
 from numpy.typing import NDArray
 
 __all__ = [
@@ -488,6 +493,7 @@ class WindowPlan:
                     "al": spec.allowance_ms,
                     "late": spec.late_data,
                     "key_groups": spec.key_groups,
+                    "key_group_ids": KEY_GROUP_ID_SCHEME,
                     "aggs": [[a.agg, a.column, a.as_, a.mode] for a in spec.aggregations],
                     "types": [str(schema.field(c).type) for c in needed],
                 }

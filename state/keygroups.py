@@ -6,21 +6,103 @@ alone, so interlace never groups by the raw key. Each row gets a **key group**
 of one key group share one ``GroupState`` blob. ``key_groups`` trades Python call overhead
 (fewer is cheaper) against blob size per call and parallelism (more spreads better).
 
+**Balanced ids.** Spark places a group on shuffle partition ``pmod(hash(group value), P)``
+(Murmur3, seed 42). Used as is, the numbers ``0 .. N-1`` land unevenly: with 8 key groups and 4
+partitions, Murmur3 puts 0, 1, 3 and 4 groups on the four partitions, so one task does half the
+work and a core idles. So the group value of key group ``g`` is :func:`balanced_key_group_id`
+``(g)``, the int whose Spark hash is exactly ``g``: key group ``g`` then lands on partition
+``g mod P`` for *every* partition count ``P``, and each partition holds ``floor(N/P)`` or
+``ceil(N/P)`` key groups. The ids are looked up in an array literal, which Spark re-optimises
+every micro-batch, so above :data:`BALANCED_MAX_KEY_GROUPS` the value is ``g`` itself (with
+that many groups the random spread evens out).
+
 Changing ``key_groups`` between restarts moves keys to other groups and so invalidates the
-checkpoint; it is part of the spec fingerprint.
+checkpoint; it is part of the spec fingerprint, and so is :data:`KEY_GROUP_ID_SCHEME`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-__all__ = ["DEFAULT_KEY_GROUPS", "MAX_KEY_GROUPS", "key_group_sql", "validate_key_groups"]
+__all__ = [
+    "BALANCED_MAX_KEY_GROUPS",
+    "DEFAULT_KEY_GROUPS",
+    "KEY_GROUP_ID_SCHEME",
+    "MAX_KEY_GROUPS",
+    "balanced_key_group_id",
+    "key_group_sql",
+    "spark_hash_int",
+    "validate_key_groups",
+]
 
 #: Measured default (docs/performance.md, bench/results/join-2026-11-22-sweep.md): at local[2]
 #: with 4 shuffle partitions, 8, 16 and 32 key groups are equal within noise for joins (64 costs
 #: ~20% more CPU), and 8 was fastest for every window kind (docs/performance-windows.md).
 DEFAULT_KEY_GROUPS = 8
 MAX_KEY_GROUPS = 1 << 20
+#: Up to this many key groups, group values are :func:`balanced_key_group_id` (an array literal
+#: of this size adds about 50 ms to a micro-batch's planning; 65,536 would add over a second).
+BALANCED_MAX_KEY_GROUPS = 4096
+#: Names the mapping from key group to group value; part of the operators' state fingerprints,
+#: so a checkpoint written with another mapping fails loudly instead of losing buffered state.
+KEY_GROUP_ID_SCHEME = "murmur3-inverse-4096"
+
+_MASK = 0xFFFFFFFF
+_C1, _C2 = 0xCC9E2D51, 0x1B873593
+_SPARK_HASH_SEED = 42
+
+
+def _rotl(x: int, r: int) -> int:
+    return ((x << r) | (x >> (32 - r))) & _MASK
+
+
+def _signed(x: int) -> int:
+    return x - (1 << 32) if x & 0x80000000 else x
+
+
+def spark_hash_int(value: int, seed: int = _SPARK_HASH_SEED) -> int:
+    """Spark's ``hash(CAST(value AS INT))``: Murmur3 x86_32 of a 4-byte int, as a signed int.
+
+    This is what Spark's hash partitioning (``pmod(hash(keys), P)``) computes for an int
+    grouping column; :func:`balanced_key_group_id` inverts it.
+    """
+    k1 = (value & _MASK) * _C1 & _MASK
+    k1 = _rotl(k1, 15) * _C2 & _MASK
+    h1 = (seed & _MASK) ^ k1
+    h1 = (_rotl(h1, 13) * 5 + 0xE6546B64) & _MASK
+    h1 ^= 4
+    h1 ^= h1 >> 16
+    h1 = h1 * 0x85EBCA6B & _MASK
+    h1 ^= h1 >> 13
+    h1 = h1 * 0xC2B2AE35 & _MASK
+    h1 ^= h1 >> 16
+    return _signed(h1)
+
+
+def balanced_key_group_id(group: int) -> int:
+    """Return the int whose Spark hash (:func:`spark_hash_int`) is ``group``.
+
+    Every step of Murmur3's 4-byte hash is a bijection on 32-bit words, so it is run backwards.
+
+    Args:
+        group: A key group number, ``0 <= group < 2**31``.
+
+    Returns:
+        A signed 32-bit int ``x`` with ``spark_hash_int(x) == group``.
+    """
+    h1 = group & _MASK
+    h1 ^= h1 >> 16
+    h1 = h1 * pow(0xC2B2AE35, -1, 1 << 32) & _MASK
+    h1 ^= (h1 >> 13) ^ (h1 >> 26)
+    h1 = h1 * pow(0x85EBCA6B, -1, 1 << 32) & _MASK
+    h1 ^= h1 >> 16
+    h1 ^= 4
+    h1 = (h1 - 0xE6546B64) * pow(5, -1, 1 << 32) & _MASK
+    h1 = _rotl(h1, 32 - 13)
+    k1 = h1 ^ (_SPARK_HASH_SEED & _MASK)
+    k1 = k1 * pow(_C2, -1, 1 << 32) & _MASK
+    k1 = _rotl(k1, 32 - 15)
+    return _signed(k1 * pow(_C1, -1, 1 << 32) & _MASK)
 
 
 def validate_key_groups(key_groups: object) -> int:
@@ -42,13 +124,20 @@ def validate_key_groups(key_groups: object) -> int:
 
 
 def key_group_sql(quoted_columns: Sequence[str], key_groups: int) -> str:
-    """Return the Spark SQL expression that assigns a key group.
+    """Return the Spark SQL expression that assigns a key group's group value (an int).
 
     Args:
         quoted_columns: Column references, already backtick-quoted.
         key_groups: Number of key groups.
 
     Returns:
-        ``pmod(xxhash64(c1, c2, ...), N)`` as a string (``state`` never imports pyspark).
+        As a string (``state`` never imports pyspark): key group ``g = pmod(xxhash64(c1, c2,
+        ...), N)`` mapped to :func:`balanced_key_group_id` ``(g)`` by an array lookup, or ``g``
+        itself when ``N`` exceeds :data:`BALANCED_MAX_KEY_GROUPS` (see the module docstring).
     """
-    return f"pmod(xxhash64({', '.join(quoted_columns)}), {int(key_groups)})"
+    n = int(key_groups)
+    group = f"pmod(xxhash64({', '.join(quoted_columns)}), {n})"
+    if n > BALANCED_MAX_KEY_GROUPS:
+        return f"CAST({group} AS INT)"
+    ids = ", ".join(str(balanced_key_group_id(g)) for g in range(n))
+    return f"element_at(array({ids}), CAST({group} AS INT) + 1)"

@@ -30,6 +30,7 @@ import pandas as pd
 import pyarrow as pa
 
 from interlace.operators.join import (
+    EVENT_TIME_COLUMN,
     LEFT,
     RIGHT,
     SIDE_COLUMN,
@@ -122,17 +123,26 @@ class _Counters:
 
 
 def _side_frame(plan: JoinPlan, side: int, rows: Sequence[dict[str, Any]], et: str) -> pd.DataFrame:
+    """The frame Spark would hand the join for ``rows`` of one side: ``prepare_join``'s layout
+    (side tag, µs time, ``__il_t``, the slots both sides share).
+    """
     names = plan.left_names if side == LEFT else plan.right_names
     payload = plan.left_payload if side == LEFT else plan.right_payload
+    et_type = payload.field(names.index(et)).type if et in names else pa.timestamp("ns")
     data: dict[str, Any] = {
         SIDE_COLUMN: np.full(len(rows), side, dtype=np.int32),
         TIME_COLUMN: np.array([_to_us(r[et]) for r in rows], dtype=np.int64),
+        EVENT_TIME_COLUMN: pa.array([r.get(et) for r in rows], et_type),
     }
-    for s_payload in (plan.left_payload, plan.right_payload):
-        for f in s_payload:
-            data[f.name] = pa.nulls(len(rows), f.type)
-    for f, name in zip(payload, names, strict=True):
-        data[f.name] = pa.array([r.get(name) for r in rows], f.type)
+    for slot, li, ri in plan.slots:
+        idx = li if side == LEFT else ri
+        if idx is None:
+            typ = (plan.left_payload if li is not None else plan.right_payload).field(
+                li if li is not None else ri
+            ).type
+            data[slot] = pa.nulls(len(rows), typ)
+        else:
+            data[slot] = pa.array([r.get(names[idx]) for r in rows], payload.field(idx).type)
     table = pa.table({k: (v if isinstance(v, pa.Array) else pa.array(v)) for k, v in data.items()})
     return table.to_pandas(integer_object_nulls=True, date_as_object=True)
 

@@ -6,14 +6,25 @@ from __future__ import annotations
 
 from collections import Counter
 
+import pyarrow as pa
 from hypothesis import given
 from hypothesis import strategies as st
-from strategies import ARROW, COLS, HOWS, SENTINEL, in_order_rows, join_specs, messy_logs, split_in_order
+from interlace.operators.join import JoinPlan
+from strategies import (
+    ARROW,
+    COLS,
+    HOWS,
+    SENTINEL,
+    in_order_rows,
+    join_specs,
+    messy_logs,
+    split_in_order,
+)
 
 from interlace import Join
-from interlace.testing.log import to_us
-from interlace.testing.oracle import canonical_rows, oracle_join
 from interlace.testing.local import run_join_locally
+from interlace.testing.log import JoinBatch, to_us
+from interlace.testing.oracle import canonical_rows, oracle_join
 
 
 def by_batch(rows):
@@ -37,6 +48,26 @@ def test_operator_equals_oracle_on_messy_logs(spec, log, policy):
         assert c.get(f"late_dropped_{side}", 0) == want.late_dropped.get(side, 0)
         assert c.get(f"null_key_dropped_{side}", 0) == want.null_key_dropped.get(side, 0)
         assert c.get(f"dead_lettered_{side}", 0) == want.dead_lettered.get(side, 0)
+
+
+# Other column order and types on the right: ts first (read from __il_t), a float64 with no
+# left partner (own slot), v and id sharing the left's string / int64 slots, and a second string.
+RIGHT_WIDE = pa.schema([("ts", pa.timestamp("ns")), ("w", pa.float64()), ("v", pa.string()),
+                        ("id", pa.int64()), ("z", pa.string())])
+
+
+@given(spec=join_specs(), log=messy_logs())
+def test_operator_equals_oracle_when_the_sides_share_prepared_columns_unevenly(spec, log):
+    log = [JoinBatch(left=b.left, right=[
+        {**r, "w": None if r.get("id") is None else r["id"] / 4, "z": f"z{r.get('v')}"}
+        for r in b.right]) for b in log]
+    plan = JoinPlan.from_schemas(spec, ARROW, RIGHT_WIDE)
+    assert [n for n, _, _ in plan.slots] == ["__il_s0", "__il_s1", "__il_s2", "__il_s3"]
+    run = run_join_locally(spec, log, ARROW, RIGHT_WIDE)
+    want = oracle_join(spec, log, left_columns=COLS, right_columns=RIGHT_WIDE.names)
+    got, exp = by_batch(run.rows), want.rows_by_batch()
+    for b in sorted(set(got) | set(exp)):
+        assert canonical_rows(got.get(b, [])) == canonical_rows(exp.get(b, [])), f"batch {b}"
 
 
 def spec_for(how, lower=-2000, upper=3000):

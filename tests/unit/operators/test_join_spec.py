@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pytest
+from interlace.operators.join import JoinPlan
 
 from interlace import ConfigError, Join
-from interlace.operators.join import JoinPlan
 
 LEFT = pa.schema([("id", pa.int64()), ("v", pa.string()), ("ts", pa.timestamp("ns"))])
 RIGHT = pa.schema([("id", pa.int64()), ("v", pa.string()), ("ts", pa.timestamp("ns"))])

@@ -8,9 +8,20 @@ import json
 import numpy as np
 import pyarrow as pa
 import pytest
-
-from interlace.operators.join import SIDE_COLUMN, Join, JoinFunction, JoinPlan, step
+from hypothesis import given
+from hypothesis import strategies as hst
+from interlace.operators.join import (
+    SIDE_COLUMN,
+    Join,
+    JoinFunction,
+    JoinPlan,
+    frames_to_table,
+    payload_sources,
+    prepared_layout,
+    step,
+)
 from interlace.state.buffers import TIME_COLUMN, JoinBuffers
+
 from interlace.testing.local import FakeGroupState
 
 BASE = dt.datetime(2026, 1, 1)
@@ -36,6 +47,11 @@ def batch(plan, rows):
             cols[f"__il_{p}1"].append(v if side == i else None)
             cols[f"__il_{p}2"].append(BASE + dt.timedelta(seconds=sec) if side == i else None)
     return pa.Table.from_pydict(cols, schema=plan.input_schema)
+
+
+def frame_of(plan, rows):
+    """``batch`` as Spark hands it to ``JoinFunction``: prepare_join's layout, as pandas."""
+    return prepared_layout(plan, batch(plan, rows)).to_pandas()
 
 
 def wm(sec):
@@ -193,7 +209,7 @@ def test_shim_sets_one_timeout_at_earliest_close_in_spark_domain():
     plan = JoinPlan.from_schemas(s, LEFT, RIGHT)
     func = JoinFunction(plan)
     st = FakeGroupState(watermark_ms=0)
-    frame = batch(plan, [(0, 1, "A", 3), (0, 1, "B", 10)]).to_pandas()
+    frame = frame_of(plan, [(0, 1, "A", 3), (0, 1, "B", 10)])
     assert list(func((0,), iter([frame]), st)) == []
     # close(A) = 3 + 15 + 4 s; Spark domain subtracts H = 4 s -> BASE + 18 s.
     assert st.timeout_ms == BASE_US // 1000 + 18_000
@@ -208,7 +224,7 @@ def test_shim_removes_state_when_buffers_empty():
     plan = JoinPlan.from_schemas(spec(how="inner"), LEFT, RIGHT)
     func = JoinFunction(plan)
     st = FakeGroupState(watermark_ms=BASE_US // 1000 + 100_000)
-    frame = batch(plan, [(0, 1, "A", 3)]).to_pandas()
+    frame = frame_of(plan, [(0, 1, "A", 3)])
     list(func((0,), iter([frame]), st))
     assert not st.exists and st.timeout_ms == -1
 
@@ -218,7 +234,7 @@ def test_changed_spec_fails_loudly_on_restart():
 
     plan = JoinPlan.from_schemas(spec(how="inner"), LEFT, RIGHT)
     st = FakeGroupState()
-    list(JoinFunction(plan)((0,), iter([batch(plan, [(0, 1, "A", 3)]).to_pandas()]), st))
+    list(JoinFunction(plan)((0,), iter([frame_of(plan, [(0, 1, "A", 3)])]), st))
     other = JoinPlan.from_schemas(spec(how="inner", time_window_ms=60_000), LEFT, RIGHT)
     with pytest.raises(StateVersionError, match="different spec"):
         list(JoinFunction(other)((0,), iter([]), st))
@@ -267,3 +283,48 @@ def test_decimal_keys_widen_as_decimals_not_doubles():
         cols["__il_r2"].append(BASE if side == 1 else None)
     r = step(plan, empty(plan), pa.Table.from_pydict(cols, schema=plan.input_schema), None)
     assert [(o["left_v"], o["right_w"]) for o in r.output.to_pylist()] == [("A", "a")]
+
+
+def test_payload_sources_share_slots_by_type_and_read_event_times_from_il_t():
+    left, right = payload_sources(["long", "ts", "str", "str"], ["str", "ts", "dbl", "long", "str",
+                                                                  "str"], 1, 1)
+    assert left == ("__il_s0", "__il_t", "__il_s1", "__il_s2")
+    # The right's strings take the left's string slots in order, then a new one; the double
+    # has no left partner.
+    assert right == ("__il_s1", "__il_t", "__il_s3", "__il_s0", "__il_s2", "__il_s4")
+    # Without an event-time column among the payload (or another type), nothing is dropped.
+    assert payload_sources(["ts"], ["ts"], None, None) == (("__il_s0",), ("__il_s0",))
+
+
+@given(hst.lists(hst.sampled_from("abc"), max_size=6), hst.lists(hst.sampled_from("abc"), max_size=6),
+       hst.data())
+def test_payload_sources_never_share_within_a_side_or_across_types(lt, rt, data):
+    let = data.draw(hst.sampled_from([None, *range(len(lt))]))
+    ret = data.draw(hst.sampled_from([None, *range(len(rt))]))
+    left, right = payload_sources(lt, rt, let, ret)
+    for src, et in ((left, let), (right, ret)):
+        slots = [s for i, s in enumerate(src) if i != et]
+        assert len(set(slots)) == len(slots) and "__il_t" not in slots
+        assert et is None or src[et] == "__il_t"
+    lslot = {s: lt[i] for i, s in enumerate(left)}
+    for j, s in enumerate(right):
+        if s in lslot and s != "__il_t":
+            assert lslot[s] == rt[j]
+    n_slots = len({*left, *right} - {"__il_t"})
+    # As few slots as sharing allows: per type, the larger side's count.
+    want = sum(max(sum(1 for i, t in enumerate(lt) if t == k and i != let),
+                   sum(1 for j, t in enumerate(rt) if t == k and j != ret)) for k in "abc")
+    assert n_slots == want
+
+
+def test_prepared_layout_is_the_inverse_of_frames_to_table():
+    plan = JoinPlan.from_schemas(spec(how="full"), LEFT, RIGHT)
+    b = batch(plan, [(0, 1, "A", 3), (1, 2, "B", 4), (1, None, None, 5), (0, 7, "C", 6)])
+    prepared = prepared_layout(plan, b)
+    assert prepared.column_names == ["__il_side", "__il_tus", "__il_s0", "__il_s1", "__il_t"]
+    got = frames_to_table(plan.input_schema, iter([prepared.to_pandas()]), plan.input_sources)
+    for s in (0, 1):
+        mask = pa.array([x == s for x in b.column(SIDE_COLUMN).to_pylist()])
+        own = plan.left_payload.names if s == 0 else plan.right_payload.names
+        cols = [SIDE_COLUMN, TIME_COLUMN, *own]
+        assert got.filter(mask).select(cols).equals(b.filter(mask).select(cols))

@@ -8,10 +8,10 @@ from collections import Counter
 
 import pyarrow as pa
 import pytest
-
-from interlace import ConfigError, StateCapError
 from interlace.operators.window import Aggregation, Window
 from interlace.state.accumulators import DistinctCapError
+
+from interlace import ConfigError, StateCapError
 from interlace.testing.local import run_window_locally
 from interlace.testing.oracle import canonical_rows
 from interlace.testing.window_oracle import WindowBatch, oracle_window
@@ -145,7 +145,6 @@ def test_null_event_time_rows_are_counted_or_dead_lettered(kind, late_data):
 
     import numpy as np
     import pandas as pd
-
     from interlace.operators.window import TIME_US_COLUMN, WindowPlan, WindowState, step_window
 
     extra = {"hopping": dict(hop_ms=5_000), "session": dict(duration_ms=None, gap_ms=5_000)}.get(kind, {})

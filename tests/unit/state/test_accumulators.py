@@ -469,7 +469,6 @@ def test_update_rejects_out_of_range_slots_and_missing_times() -> None:
 def test_hll_agrees_with_the_reference_hyperloglog_package():
     """Cross-check with the `hyperloglog` package at the same precision (p=14)."""
     import hyperloglog
-
     from interlace.state.accumulators import make_accumulator
 
     acc = make_accumulator("count_distinct", "approximate")

@@ -3,11 +3,10 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
+import interlace.state.buffers as buffers_module
 import msgpack
 import pyarrow as pa
 import pytest
-
-import interlace.state.buffers as buffers_module
 from interlace.state import blob
 from interlace.state.buffers import JoinBuffers, decode_join_state, encode_join_state, table_to_ipc
 from interlace.state.errors import StateDecodeError, StateVersionError

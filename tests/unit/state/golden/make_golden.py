@@ -11,9 +11,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pyarrow as pa
-
 import interlace.state.buffers as buffers_module
+import pyarrow as pa
 from interlace.state.buffers import JoinBuffers, buffer_schema, encode_join_state
 
 HERE = Path(__file__).parent
