@@ -256,3 +256,46 @@ def test_processing_time_matches_oracle(spark, tmp_path):
     # Same-batch keys match; L2 (batch 0) and R2 (batch 1) are a batch apart: unmatched.
     assert {("L1", "R1"), ("L6", "R6")} <= pairs
     assert ("L2", None) in pairs and (None, "R2") in pairs and ("L2", "R2") not in pairs
+
+
+ORDERS = T.StructType([
+    T.StructField("order_id", T.IntegerType()),
+    T.StructField("placed_at", T.TimestampType()),
+    T.StructField("amount", T.DoubleType()),
+])
+PAYMENTS = T.StructType([
+    T.StructField("paid_at", T.TimestampType()),
+    T.StructField("order_id", T.LongType()),
+    T.StructField("amount", T.DoubleType()),
+    T.StructField("method", T.StringType()),
+])
+
+
+def test_sides_of_other_shapes_share_slots_and_match_oracle(spark, tmp_path):
+    # int vs bigint keys (own slots, hashed as bigint), a shared double, a right-only string,
+    # event times at other positions under other names (both read from __il_t).
+    spec = Join(left_keys=["order_id"], right_keys=["order_id"], how="full", lower_ms=0,
+                upper_ms=5_000, left_event_time_column="placed_at",
+                right_event_time_column="paid_at", lateness_ms=1_000, key_groups=3)
+    src = tmp_path / "empty"
+    src.mkdir()
+    op = prepare_join(spark.readStream.schema(ORDERS).parquet(str(src)),
+                      spark.readStream.schema(PAYMENTS).parquet(str(src)), spec)
+    assert [(f.name, f.dataType.simpleString()) for f in op.prepared.schema.fields][4:] == [
+        ("__il_s0", "int"), ("__il_s1", "double"), ("__il_s2", "bigint"), ("__il_s3", "string")]
+    rnd = random.Random(11)
+    log = []
+    for b in range(3):
+        log.append(JoinBatch(
+            left=tuple({"order_id": rnd.randrange(6), "placed_at": at(b * 10 + i),
+                        "amount": float(i)} for i in range(8)),
+            right=tuple({"paid_at": at(b * 10 + i + rnd.randrange(4)), "order_id": rnd.randrange(6),
+                         "amount": i / 2, "method": rnd.choice(["card", None])}
+                        for i in range(8))))
+    log.append(JoinBatch(left=({"order_id": 99, "placed_at": at(1_000), "amount": 0.0},),
+                         right=({"paid_at": at(1_000), "order_id": 99, "amount": 0.0,
+                                 "method": "x"},)))
+    result = replay_join(spark, log, ORDERS, PAYMENTS, spec, workdir=tmp_path / "run")
+    want = assert_matches_oracle(result, log, spec, list(ORDERS.names), list(PAYMENTS.names))
+    assert any(r["left_order_id"] is not None and r["right_order_id"] is not None
+               for _, r in want.rows) and any(r["right_method"] == "card" for _, r in want.rows)
