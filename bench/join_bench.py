@@ -545,13 +545,13 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("PYTHONWARNINGS", "ignore::FutureWarning")
     work = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="interlace-bench-"))
     os.environ["INTERLACE_BENCH_TIMING_DIR"] = str(work / "timing")
-    from interlace.state.keygroups import DEFAULT_KEY_GROUPS
+    from interlace.state.keygroups import DEFAULT_JOIN_KEY_GROUPS
 
     from interlace import local_session
 
     rows = args.rows or (10_000 if args.quick else 100_000)
     batches = args.batches or (1 if args.quick else 4)
-    key_groups = args.key_groups or DEFAULT_KEY_GROUPS
+    key_groups = args.key_groups or DEFAULT_JOIN_KEY_GROUPS
     args.repeat = args.repeat or (1 if args.quick else 3)
     extra_variants = [v for v in args.compare_variants.split(",") if v.strip()]
     sweep = [int(x) for x in args.sweep.split(",") if x.strip()]

@@ -62,7 +62,7 @@ from interlace.state.buffers import (
     encode_join_state,
 )
 from interlace.state.keygroups import (
-    DEFAULT_KEY_GROUPS,
+    DEFAULT_JOIN_KEY_GROUPS,
     KEY_GROUP_ID_SCHEME,
     key_group_sql,
     validate_key_groups,
@@ -139,7 +139,8 @@ class Join:
         right_prefix: Prefix of right output columns.
         output_left_columns: Left columns to output (default: all, in input order).
         output_right_columns: Right columns to output (default: all, in input order).
-        key_groups: Number of key groups (state and Python calls are per key group).
+        key_groups: Number of key groups (state and Python calls are per key group; default
+            4, one per shuffle partition of ``local_session``; see docs/state.md).
         name: A name for metrics and error messages.
     """
 
@@ -161,7 +162,7 @@ class Join:
     right_prefix: str = "right_"
     output_left_columns: Sequence[str] | None = None
     output_right_columns: Sequence[str] | None = None
-    key_groups: int = DEFAULT_KEY_GROUPS
+    key_groups: int = DEFAULT_JOIN_KEY_GROUPS
     name: str = "join"
 
     def __post_init__(self) -> None:
@@ -1053,9 +1054,10 @@ def frames_to_table(
 
 
 def prepared_layout(plan: JoinPlan, batch: pa.Table) -> pa.Table:
-    """The inverse of :func:`frames_to_table`: ``batch`` (``plan.input_schema``) laid out as
-    :func:`prepare_join`'s prepared input (side tag, µs time, ``__il_t``, shared slots; no key
-    group). For driving :class:`JoinFunction` without Spark (tests, ``bench/profile_join.py``).
+    """Lay ``batch`` out as :func:`prepare_join`'s prepared input (inverse of frames_to_table).
+
+    ``batch`` has ``plan.input_schema``; the result has the side tag, µs time, ``__il_t`` and
+    the shared slots (no key group). For driving :class:`JoinFunction` without Spark.
     """
     is_left = pc.equal(batch.column(SIDE_COLUMN), LEFT)
     nl = len(plan.left_names)

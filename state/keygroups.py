@@ -26,6 +26,7 @@ from collections.abc import Sequence
 
 __all__ = [
     "BALANCED_MAX_KEY_GROUPS",
+    "DEFAULT_JOIN_KEY_GROUPS",
     "DEFAULT_KEY_GROUPS",
     "KEY_GROUP_ID_SCHEME",
     "MAX_KEY_GROUPS",
@@ -35,10 +36,14 @@ __all__ = [
     "validate_key_groups",
 ]
 
-#: Measured default (docs/performance.md, bench/results/join-2026-11-22-sweep.md): at local[2]
-#: with 4 shuffle partitions, 8, 16 and 32 key groups are equal within noise for joins (64 costs
-#: ~20% more CPU), and 8 was fastest for every window kind (docs/performance-windows.md).
+#: Measured default for windows (docs/performance-windows.md): at local[2] with 4 shuffle
+#: partitions 8 was fastest for every window kind; with balanced ids, 4 was as fast for tumbling
+#: and session and slower for hopping (bench/results/window-2026-11-22-kg4.md).
 DEFAULT_KEY_GROUPS = 8
+#: Measured default for joins (docs/performance.md "key_groups with balanced ids"): one key group
+#: per shuffle partition of ``local_session`` (4). With balanced ids that is one Python call per
+#: partition per micro-batch, and it beat 8 in every round (about 10% wall, 13% CPU).
+DEFAULT_JOIN_KEY_GROUPS = 4
 MAX_KEY_GROUPS = 1 << 20
 #: Up to this many key groups, group values are :func:`balanced_key_group_id` (an array literal
 #: of this size adds about 50 ms to a micro-batch's planning; 65,536 would add over a second).

@@ -123,8 +123,9 @@ class _Counters:
 
 
 def _side_frame(plan: JoinPlan, side: int, rows: Sequence[dict[str, Any]], et: str) -> pd.DataFrame:
-    """The frame Spark would hand the join for ``rows`` of one side: ``prepare_join``'s layout
-    (side tag, µs time, ``__il_t``, the slots both sides share).
+    """Return the frame Spark would hand the join for ``rows`` of one side.
+
+    In ``prepare_join``'s layout: side tag, µs time, ``__il_t``, the slots both sides share.
     """
     names = plan.left_names if side == LEFT else plan.right_names
     payload = plan.left_payload if side == LEFT else plan.right_payload
