@@ -429,11 +429,26 @@ def run_query(spark: Any, root: Path, w: Workload, engine: str, key_groups: int 
     # variable is set before the JVM starts (main), so the Python workers inherit it.
     timing_dir = Path(os.environ.get("INTERLACE_BENCH_TIMING_DIR", "/tmp/interlace-bench-timing"))
     shutil.rmtree(timing_dir, ignore_errors=True)
+    # A variant's SESSION_CONF (bench/join_variants.py) applies to its query only: a streaming
+    # query copies the session's settings when it starts.
+    saved = {}
+    if engine.startswith("interlace") and variant != "baseline":
+        sys.path.insert(0, str(HERE))
+        import join_variants
+
+        for k, v in getattr(join_variants.VARIANTS[variant], "SESSION_CONF", {}).items():
+            saved[k] = spark.conf.get(k, None)
+            spark.conf.set(k, v)
     gc.collect()
     cpu0 = cpu_snapshot()
     t0 = time.perf_counter()
     query = (out.writeStream.foreachBatch(sink).option("checkpointLocation", str(ckpt))
              .trigger(availableNow=True).start())
+    for k, v in saved.items():
+        if v is None:
+            spark.conf.unset(k)
+        else:
+            spark.conf.set(k, v)
     query.awaitTermination()
     seconds = time.perf_counter() - t0
     cpu = cpu_delta(cpu0, cpu_snapshot())

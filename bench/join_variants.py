@@ -25,6 +25,9 @@ Variants:
   :func:`interlace.operators.join.payload_sources` buys.
 * ``ascii``: ``baseline`` storing its state blob base64-encoded (:class:`AsciiStateJoinFunction`);
   to measure what Pyrolite's pickling of binary state (a latin-1 string sent as UTF-8) costs.
+* ``bigchunks``: ``baseline`` in a query started with
+  ``spark.sql.execution.arrow.maxRecordsPerBatch=100000`` (:class:`BigChunksJoinFunction`;
+  a variant's ``SESSION_CONF`` applies to its query only).
 
 The ``fastconv`` variant measured in docs/performance.md (column-wise pandas-to-Arrow input,
 single-threaded output conversion) has been adopted by ``JoinFunction`` and removed here.
@@ -186,6 +189,19 @@ class AsciiStateJoinFunction(JoinFunction):
         yield from super().__call__(key, frames, _Base64State(state))
 
 
+class BigChunksJoinFunction(JoinFunction):
+    """``JoinFunction`` unchanged, its query started with 100,000-row Arrow batches.
+
+    Spark sends a key group's rows to Python in chunks of
+    ``spark.sql.execution.arrow.maxRecordsPerBatch`` rows (10,000 by default) and pickles the
+    group's state into *every* chunk (``ApplyInPandasWithStateWriter``: the state metadata is
+    1:1 with chunks), so a key group with 50,000 rows has its blob pickled five times per
+    micro-batch. ``join_bench.py`` sets ``SESSION_CONF`` for this variant's query only.
+    """
+
+    SESSION_CONF = {"spark.sql.execution.arrow.maxRecordsPerBatch": "100000"}
+
+
 VARIANTS: dict[str, type[JoinFunction]] = {
     "baseline": JoinFunction,
     "timed": TimedJoinFunction,
@@ -194,4 +210,5 @@ VARIANTS: dict[str, type[JoinFunction]] = {
     "identity_kg": IdentityKeyGroupJoinFunction,
     "wide": WideLayoutJoinFunction,
     "ascii": AsciiStateJoinFunction,
+    "bigchunks": BigChunksJoinFunction,
 }
