@@ -210,6 +210,19 @@ def read_side(spark: Any, root: Path, side: str) -> Any:
             .parquet(str(root / side)))
 
 
+def variant_class(name: str) -> Any:
+    """The shim class of variant ``name`` from bench/join_variants.py (module shipped to the
+    Python workers by value, since it is not installed)."""
+    from pyspark import cloudpickle
+
+    if str(HERE) not in sys.path:
+        sys.path.insert(0, str(HERE))
+    import join_variants
+
+    cloudpickle.register_pickle_by_value(join_variants)
+    return join_variants.VARIANTS[name]
+
+
 def build_interlace(left: Any, right: Any, w: Workload, key_groups: int,
                     variant: str = "baseline") -> Any:
     from interlace import Join, prepare_join, stream_join
@@ -218,15 +231,9 @@ def build_interlace(left: Any, right: Any, w: Workload, key_groups: int,
                 event_time_column="ts", lateness_ms=w.lateness_ms, key_groups=key_groups)
     if variant == "baseline":
         return stream_join(left, right, spec)
-    # A proposed change to the shim (bench/join_variants.py), shipped to the workers by value.
-    from pyspark import cloudpickle
-
-    sys.path.insert(0, str(HERE))
-    import join_variants
-
-    cloudpickle.register_pickle_by_value(join_variants)
+    # A proposed change to the shim (bench/join_variants.py).
     op = prepare_join(left, right, spec)
-    cls = join_variants.VARIANTS[variant]
+    cls = variant_class(variant)
     func = cls(op.plan)
     prepared = cls.prepare(op.prepared, op) if hasattr(cls, "prepare") else op.prepared
     return prepared.groupBy(*op.group_columns).applyInPandasWithState(
@@ -433,10 +440,7 @@ def run_query(spark: Any, root: Path, w: Workload, engine: str, key_groups: int 
     # query copies the session's settings when it starts.
     saved = {}
     if engine.startswith("interlace") and variant != "baseline":
-        sys.path.insert(0, str(HERE))
-        import join_variants
-
-        for k, v in getattr(join_variants.VARIANTS[variant], "SESSION_CONF", {}).items():
+        for k, v in getattr(variant_class(variant), "SESSION_CONF", {}).items():
             saved[k] = spark.conf.get(k, None)
             spark.conf.set(k, v)
     gc.collect()

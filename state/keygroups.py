@@ -30,6 +30,7 @@ __all__ = [
     "DEFAULT_KEY_GROUPS",
     "KEY_GROUP_ID_SCHEME",
     "MAX_KEY_GROUPS",
+    "balanced_id_lookup_sql",
     "balanced_key_group_id",
     "key_group_sql",
     "spark_hash_int",
@@ -45,8 +46,10 @@ DEFAULT_KEY_GROUPS = 8
 #: partition per micro-batch, and it beat 8 in every round (about 10% wall, 13% CPU).
 DEFAULT_JOIN_KEY_GROUPS = 4
 MAX_KEY_GROUPS = 1 << 20
-#: Up to this many key groups, group values are :func:`balanced_key_group_id` (an array literal
-#: of this size adds about 50 ms to a micro-batch's planning; 65,536 would add over a second).
+#: Up to this many key groups, group values are :func:`balanced_key_group_id`. The array literal
+#: costs each micro-batch's planning about 50 ms at 4,096 entries (the noise level), 0.2 s at
+#: 16,384 and 0.7 s at 65,536 (bench/keygroup_planning.py,
+#: bench/results/keygroup-planning-2026-11-22.md).
 BALANCED_MAX_KEY_GROUPS = 4096
 #: Names the mapping from key group to group value; part of the operators' state fingerprints,
 #: so a checkpoint written with another mapping fails loudly instead of losing buffered state.
@@ -144,5 +147,14 @@ def key_group_sql(quoted_columns: Sequence[str], key_groups: int) -> str:
     group = f"pmod(xxhash64({', '.join(quoted_columns)}), {n})"
     if n > BALANCED_MAX_KEY_GROUPS:
         return f"CAST({group} AS INT)"
-    ids = ", ".join(str(balanced_key_group_id(g)) for g in range(n))
-    return f"element_at(array({ids}), CAST({group} AS INT) + 1)"
+    return balanced_id_lookup_sql(group, n)
+
+
+def balanced_id_lookup_sql(group_sql: str, key_groups: int) -> str:
+    """Return SQL mapping ``group_sql`` (a key group in ``[0, key_groups)``) to its balanced id.
+
+    An array literal of :func:`balanced_key_group_id` for every key group, indexed by the group
+    (whatever ``key_groups``; :func:`key_group_sql` applies :data:`BALANCED_MAX_KEY_GROUPS`).
+    """
+    ids = ", ".join(str(balanced_key_group_id(g)) for g in range(int(key_groups)))
+    return f"element_at(array({ids}), CAST({group_sql} AS INT) + 1)"
