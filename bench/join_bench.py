@@ -210,9 +210,9 @@ def read_side(spark: Any, root: Path, side: str) -> Any:
             .parquet(str(root / side)))
 
 
-def variant_class(name: str) -> Any:
-    """The shim class of variant ``name`` from bench/join_variants.py (module shipped to the
-    Python workers by value, since it is not installed)."""
+def _variants() -> dict[str, Any]:
+    """bench/join_variants.py's ``VARIANTS`` (the module is shipped to the Python workers by
+    value, since it is not installed)."""
     from pyspark import cloudpickle
 
     if str(HERE) not in sys.path:
@@ -220,7 +220,17 @@ def variant_class(name: str) -> Any:
     import join_variants
 
     cloudpickle.register_pickle_by_value(join_variants)
-    return join_variants.VARIANTS[name]
+    return join_variants.VARIANTS
+
+
+def variant_class(name: str) -> Any:
+    """The shim class of variant ``name`` from bench/join_variants.py."""
+    return _variants()[name]
+
+
+def variant_names() -> list[str]:
+    """Names of the variants in bench/join_variants.py."""
+    return list(_variants())
 
 
 def build_interlace(left: Any, right: Any, w: Workload, key_groups: int,
@@ -268,6 +278,8 @@ class RunResult:
     cpu: dict[str, float] = dataclasses.field(default_factory=dict)
     all_seconds: list[float] = dataclasses.field(default_factory=list)
     all_own_cpu: list[float] = dataclasses.field(default_factory=list)
+    #: Variants ``gcstat`` / ``nofreeze``: (full collections, their CPU-s) in the Python workers.
+    gc_full: tuple[int, float] | None = None
 
     @property
     def rows_per_s(self) -> float:
@@ -412,6 +424,10 @@ def run_query(spark: Any, root: Path, w: Workload, engine: str, key_groups: int 
               input_rows: int, ckpt_root: Path, variant: str = "baseline",
               jfr_dir: Path | None = None) -> RunResult:
     left, right = read_side(spark, root, "left"), read_side(spark, root, "right")
+    # Each engine gets Python workers of its own: Spark keeps one worker pool per environment
+    # of a UDF (captured from sc.environment when the query is built), and a variant may change
+    # its worker process (gc.freeze, gc callbacks) in ways that must not leak into the others.
+    spark.sparkContext.environment["INTERLACE_BENCH_WORKERS"] = engine
     if engine.startswith("interlace"):
         assert key_groups is not None
         if ":" in engine:
@@ -436,6 +452,8 @@ def run_query(spark: Any, root: Path, w: Workload, engine: str, key_groups: int 
     # variable is set before the JVM starts (main), so the Python workers inherit it.
     timing_dir = Path(os.environ.get("INTERLACE_BENCH_TIMING_DIR", "/tmp/interlace-bench-timing"))
     shutil.rmtree(timing_dir, ignore_errors=True)
+    gc_dir = Path("/tmp/interlace-bench-gc") / variant  # variants gcstat / nofreeze
+    shutil.rmtree(gc_dir, ignore_errors=True)
     # A variant's SESSION_CONF (bench/join_variants.py) applies to its query only: a streaming
     # query copies the session's settings when it starts.
     saved = {}
@@ -464,6 +482,13 @@ def run_query(spark: Any, root: Path, w: Workload, engine: str, key_groups: int 
         print(f"[timed] {len(calls)} calls: JoinFunction {timed['join_function']:.2f} CPU-s, "
               f"materialising PySpark's input frames {timed['input_frames']:.2f} CPU-s, "
               f"Python workers in total {cpu.get('python_workers', 0):.2f} CPU-s", flush=True)
+    gc_full = None
+    if gc_dir.exists():  # variants gcstat / nofreeze: the workers' garbage collections
+        full = [line.split() for f in gc_dir.glob("*.txt") for line in f.read_text().splitlines()
+                if line.startswith("2 ")]
+        gc_full = (len(full), sum(float(c[1]) for c in full))
+        print(f"[gc] {variant}: {gc_full[0]} full collections in the Python workers, "
+              f"{gc_full[1]:.2f} CPU-s", flush=True)
     if jfr_dir and jvm:
         jfr_dir.mkdir(parents=True, exist_ok=True)
         target = jfr_dir / f"{engine}-{w.name}-kg{key_groups}-{time.time_ns()}.jfr"
@@ -472,7 +497,7 @@ def run_query(spark: Any, root: Path, w: Workload, engine: str, key_groups: int 
     progress = [json.loads(p.json) if hasattr(p, "json") else dict(p) for p in query.recentProgress]
     shutil.rmtree(ckpt, ignore_errors=True)
     return RunResult(engine, w.name, key_groups, input_rows, seconds, acc["n"], acc["s"], progress,
-                     cpu, [seconds])
+                     cpu, [seconds], gc_full=gc_full)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -550,7 +575,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="comma list of extra shim variants run beside interlace, e.g. timed")
     ap.add_argument("--jfr", default=None,
                     help="folder: record a Java Flight Recording of the JVM per run (jcmd)")
-    ap.add_argument("--variant", default="baseline", choices=["baseline", "timed", "uncompressed"],
+    ap.add_argument("--variant", default="baseline", choices=sorted(variant_names()),
                     help="interlace shim variant (bench/join_variants.py; default: unchanged)")
     ap.add_argument("--out", default=None,
                     help="results file (default bench/results/join-<date>.md)")
@@ -858,6 +883,18 @@ def render(args: Any, results: dict[tuple[str, str, int | None], RunResult],
                      f"{', '.join(f'{x:.1f}' for x in r.all_own_cpu)} | {c.get('jvm', 0):.1f} | "
                      f"{c.get('python_workers', 0):.1f} | {c.get('driver', 0):.1f} | "
                      f"{c.get('outside', 0):.1f} ({r.foreign:.2f}) |")
+    logged = [(k, r) for k, r in results.items() if r.gc_full is not None]
+    if logged:
+        lines += ["", "## Garbage collection in the Python workers (fastest run)", "",
+                  "Variants that log the workers' collections (bench/join_variants.py: "
+                  "`gcstat` = interlace as released, `nofreeze` = without "
+                  "`freeze_worker_gc`).", "",
+                  "| workload | engine | full collections | their CPU-s | Python workers CPU-s |",
+                  "|---|---|---:|---:|---:|"]
+        for (name, engine, _kg), r in logged:
+            assert r.gc_full is not None
+            lines.append(f"| ({name}) | {engine} | {r.gc_full[0]} | {r.gc_full[1]:.2f} | "
+                         f"{r.cpu.get('python_workers', 0):.1f} |")
     lines += ["", "## Per-batch timings of the fastest run "
               "(ms: triggerExecution / addBatch, per progress)", ""]
     for (name, engine, kg), r in results.items():

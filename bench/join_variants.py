@@ -28,6 +28,9 @@ Variants:
 * ``bigchunks``: ``baseline`` in a query started with
   ``spark.sql.execution.arrow.maxRecordsPerBatch=100000`` (:class:`BigChunksJoinFunction`;
   a variant's ``SESSION_CONF`` applies to its query only).
+* ``nofreeze``: ``baseline`` without :func:`interlace.operators._common.freeze_worker_gc` (the
+  workers' garbage collector untouched, as before it), collections logged
+  (:class:`NoFreezeJoinFunction`); ``gcstat``: ``baseline`` with its collections logged.
 
 The ``fastconv`` variant measured in docs/performance.md (column-wise pandas-to-Arrow input,
 single-threaded output conversion) has been adopted by ``JoinFunction`` and removed here.
@@ -44,6 +47,8 @@ from interlace.operators.join import JoinFunction
 __all__ = [
     "VARIANTS",
     "FloorJoinFunction",
+    "GcStatJoinFunction",
+    "NoFreezeJoinFunction",
     "TimedJoinFunction",
     "UncompressedJoinFunction",
 ]
@@ -212,3 +217,60 @@ VARIANTS: dict[str, type[JoinFunction]] = {
     "ascii": AsciiStateJoinFunction,
     "bigchunks": BigChunksJoinFunction,
 }
+
+
+
+
+def _log_collections(folder: str) -> None:
+    """Append ``generation cpu_seconds collected`` per garbage collection of this worker to
+    ``folder/<pid>.txt`` (once per process; join_bench gives each engine its own workers)."""
+    import gc
+    import os
+    import time
+
+    if getattr(gc, "_il_logged", False):
+        return
+    path = os.path.join(folder, f"{os.getpid()}.txt")
+    t0: list[float] = [0.0]
+
+    def cb(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            t0[0] = time.process_time()
+        else:
+            os.makedirs(folder, exist_ok=True)  # join_bench empties it before each run
+            with open(path, "a") as fh:
+                fh.write(f"{info['generation']} {time.process_time() - t0[0]:.6f} "
+                         f"{info['collected']}\n")
+
+    gc.callbacks.append(cb)
+    gc._il_logged = True  # type: ignore[attr-defined]
+
+
+class GcStatJoinFunction(JoinFunction):
+    """``JoinFunction`` unchanged, every garbage collection of its workers logged to
+    ``/tmp/interlace-bench-gc/gcstat``."""
+
+    def __call__(
+        self, key: Any, frames: Iterator[pd.DataFrame], state: Any
+    ) -> Iterator[pd.DataFrame]:
+        _log_collections("/tmp/interlace-bench-gc/gcstat")
+        yield from super().__call__(key, frames, state)
+
+
+class NoFreezeJoinFunction(JoinFunction):
+    """``JoinFunction`` as before :func:`interlace.operators._common.freeze_worker_gc`: the
+    worker's garbage collector left alone; collections logged to
+    ``/tmp/interlace-bench-gc/nofreeze``."""
+
+    def __call__(
+        self, key: Any, frames: Iterator[pd.DataFrame], state: Any
+    ) -> Iterator[pd.DataFrame]:
+        from interlace.operators import _common
+
+        _common._worker_gc_done = True  # freeze_worker_gc() now does nothing in this worker
+        _log_collections("/tmp/interlace-bench-gc/nofreeze")
+        yield from super().__call__(key, frames, state)
+
+
+VARIANTS["gcstat"] = GcStatJoinFunction
+VARIANTS["nofreeze"] = NoFreezeJoinFunction

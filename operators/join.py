@@ -47,6 +47,7 @@ from interlace.operators._common import (
     check_int,
     check_late_data_fields,
     check_literal,
+    freeze_worker_gc,
     reject_reserved,
     require_columns,
     require_streaming,
@@ -998,6 +999,7 @@ class JoinFunction:
         self, key: Any, frames: Iterator[pd.DataFrame], state: Any
     ) -> Iterator[pd.DataFrame]:
         """Process one key group (Spark calls this; see the class docstring)."""
+        freeze_worker_gc()
         plan = self.plan
         spark_wm_ms = int(state.getCurrentWatermarkMs())
         wm_us = (spark_wm_ms + plan.horizon_ms) * 1000 if spark_wm_ms > 0 else None
