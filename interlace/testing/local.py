@@ -30,16 +30,14 @@ import pandas as pd
 import pyarrow as pa
 
 from interlace.operators.join import (
-    EVENT_TIME_COLUMN,
     LEFT,
     RIGHT,
-    SIDE_COLUMN,
     Join,
     JoinFunction,
     JoinPlan,
+    prepared_layout,
 )
 from interlace.operators.window import TIME_US_COLUMN, Window, WindowFunction, WindowPlan
-from interlace.state.buffers import TIME_COLUMN
 
 __all__ = ["FakeGroupState", "LocalRun", "run_join_locally", "run_window_locally"]
 
@@ -125,27 +123,23 @@ class _Counters:
 def _side_frame(plan: JoinPlan, side: int, rows: Sequence[dict[str, Any]], et: str) -> pd.DataFrame:
     """Return the frame Spark would hand the join for ``rows`` of one side.
 
-    In ``prepare_join``'s layout: side tag, µs time, ``__il_t``, the slots both sides share.
+    The rows are put in ``plan.input_schema`` (the other side's columns null) and laid out as
+    ``prepare_join`` does by :func:`prepared_layout`: side tag, µs time, ``__il_t``, the slots
+    both sides share.
     """
-    names = plan.left_names if side == LEFT else plan.right_names
-    payload = plan.left_payload if side == LEFT else plan.right_payload
-    et_type = payload.field(names.index(et)).type if et in names else pa.timestamp("ns")
-    data: dict[str, Any] = {
-        SIDE_COLUMN: np.full(len(rows), side, dtype=np.int32),
-        TIME_COLUMN: np.array([_to_us(r[et]) for r in rows], dtype=np.int64),
-        EVENT_TIME_COLUMN: pa.array([r.get(et) for r in rows], et_type),
-    }
-    for slot, li, ri in plan.slots:
-        idx = li if side == LEFT else ri
-        if idx is None:
-            typ = (plan.left_payload if li is not None else plan.right_payload).field(
-                li if li is not None else ri
-            ).type
-            data[slot] = pa.nulls(len(rows), typ)
-        else:
-            data[slot] = pa.array([r.get(names[idx]) for r in rows], payload.field(idx).type)
-    table = pa.table({k: (v if isinstance(v, pa.Array) else pa.array(v)) for k, v in data.items()})
-    return table.to_pandas(integer_object_nulls=True, date_as_object=True)
+    n = len(rows)
+    columns: list[pa.Array] = [
+        pa.array(np.full(n, side, dtype=np.int32)),
+        pa.array(np.array([_to_us(r[et]) for r in rows], dtype=np.int64)),
+    ]
+    for s, names, payload in ((LEFT, plan.left_names, plan.left_payload),
+                              (RIGHT, plan.right_names, plan.right_payload)):
+        for name, f in zip(names, payload, strict=True):
+            columns.append(
+                pa.array([r.get(name) for r in rows], f.type) if s == side else pa.nulls(n, f.type)
+            )
+    batch = pa.Table.from_arrays(columns, schema=plan.input_schema)
+    return prepared_layout(plan, batch).to_pandas(integer_object_nulls=True, date_as_object=True)
 
 
 def _drive(
