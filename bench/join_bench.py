@@ -452,8 +452,11 @@ def run_query(spark: Any, root: Path, w: Workload, engine: str, key_groups: int 
     # variable is set before the JVM starts (main), so the Python workers inherit it.
     timing_dir = Path(os.environ.get("INTERLACE_BENCH_TIMING_DIR", "/tmp/interlace-bench-timing"))
     shutil.rmtree(timing_dir, ignore_errors=True)
-    gc_dir = Path("/tmp/interlace-bench-gc") / variant  # variants gcstat / nofreeze
-    shutil.rmtree(gc_dir, ignore_errors=True)
+    # Variants gcstat / nofreeze: the workers log their garbage collections here.
+    gc_log = getattr(variant_class(variant), "GC_LOG_DIR", None) if variant != "baseline" else None
+    gc_dir = Path(gc_log) if gc_log and engine.startswith("interlace") else None
+    if gc_dir is not None:
+        shutil.rmtree(gc_dir, ignore_errors=True)
     # A variant's SESSION_CONF (bench/join_variants.py) applies to its query only: a streaming
     # query copies the session's settings when it starts.
     saved = {}
@@ -483,7 +486,7 @@ def run_query(spark: Any, root: Path, w: Workload, engine: str, key_groups: int 
               f"materialising PySpark's input frames {timed['input_frames']:.2f} CPU-s, "
               f"Python workers in total {cpu.get('python_workers', 0):.2f} CPU-s", flush=True)
     gc_full = None
-    if gc_dir.exists():  # variants gcstat / nofreeze: the workers' garbage collections
+    if gc_dir is not None and gc_dir.exists():
         full = [line.split() for f in gc_dir.glob("*.txt") for line in f.read_text().splitlines()
                 if line.startswith("2 ")]
         gc_full = (len(full), sum(float(c[1]) for c in full))

@@ -207,20 +207,6 @@ class BigChunksJoinFunction(JoinFunction):
     SESSION_CONF = {"spark.sql.execution.arrow.maxRecordsPerBatch": "100000"}
 
 
-VARIANTS: dict[str, type[JoinFunction]] = {
-    "baseline": JoinFunction,
-    "timed": TimedJoinFunction,
-    "uncompressed": UncompressedJoinFunction,
-    "floor": FloorJoinFunction,
-    "identity_kg": IdentityKeyGroupJoinFunction,
-    "wide": WideLayoutJoinFunction,
-    "ascii": AsciiStateJoinFunction,
-    "bigchunks": BigChunksJoinFunction,
-}
-
-
-
-
 def _log_collections(folder: str) -> None:
     """Append ``generation cpu_seconds collected`` per garbage collection of this worker to
     ``folder/<pid>.txt`` (once per process; join_bench gives each engine its own workers)."""
@@ -248,19 +234,22 @@ def _log_collections(folder: str) -> None:
 
 class GcStatJoinFunction(JoinFunction):
     """``JoinFunction`` unchanged, every garbage collection of its workers logged to
-    ``/tmp/interlace-bench-gc/gcstat``."""
+    ``GC_LOG_DIR`` (join_bench reads it into the report's GC table)."""
+
+    GC_LOG_DIR = "/tmp/interlace-bench-gc/gcstat"
 
     def __call__(
         self, key: Any, frames: Iterator[pd.DataFrame], state: Any
     ) -> Iterator[pd.DataFrame]:
-        _log_collections("/tmp/interlace-bench-gc/gcstat")
+        _log_collections(self.GC_LOG_DIR)
         yield from super().__call__(key, frames, state)
 
 
-class NoFreezeJoinFunction(JoinFunction):
-    """``JoinFunction`` as before :func:`interlace.operators._common.freeze_worker_gc`: the
-    worker's garbage collector left alone; collections logged to
-    ``/tmp/interlace-bench-gc/nofreeze``."""
+class NoFreezeJoinFunction(GcStatJoinFunction):
+    """``gcstat`` as before :func:`interlace.operators._common.freeze_worker_gc`: the worker's
+    garbage collector left alone."""
+
+    GC_LOG_DIR = "/tmp/interlace-bench-gc/nofreeze"
 
     def __call__(
         self, key: Any, frames: Iterator[pd.DataFrame], state: Any
@@ -268,9 +257,18 @@ class NoFreezeJoinFunction(JoinFunction):
         from interlace.operators import _common
 
         _common._worker_gc_done = True  # freeze_worker_gc() now does nothing in this worker
-        _log_collections("/tmp/interlace-bench-gc/nofreeze")
         yield from super().__call__(key, frames, state)
 
 
-VARIANTS["gcstat"] = GcStatJoinFunction
-VARIANTS["nofreeze"] = NoFreezeJoinFunction
+VARIANTS: dict[str, type[JoinFunction]] = {
+    "baseline": JoinFunction,
+    "timed": TimedJoinFunction,
+    "uncompressed": UncompressedJoinFunction,
+    "floor": FloorJoinFunction,
+    "identity_kg": IdentityKeyGroupJoinFunction,
+    "wide": WideLayoutJoinFunction,
+    "ascii": AsciiStateJoinFunction,
+    "bigchunks": BigChunksJoinFunction,
+    "gcstat": GcStatJoinFunction,
+    "nofreeze": NoFreezeJoinFunction,
+}
