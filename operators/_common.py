@@ -48,8 +48,8 @@ def freeze_worker_gc() -> bool:
 
     A reused PySpark worker runs a full ``gc.collect()`` after every task (``pyspark/daemon.py``)
     and Python runs more full collections as the operators allocate; each walks every object
-    the worker's imports left behind (pandas, pyarrow, pyspark, interlace: about 79,000, 46 ms
-    per collection here). Measured on the join benchmark: 1.8 CPU-s per run, 40 % of the Python
+    the worker's imports left behind (pandas, pyarrow, pyspark, interlace). On the join
+    benchmark: 40 full collections, 1.8 CPU-s per run (about 45 ms each), 40 % of the Python
     workers' CPU (docs/performance.md, "Worker garbage collection"). Frozen objects stay
     where they are and are still freed by reference counting; the cycle collector merely stops
     re-examining them, so only a reference cycle that was already alive at the first call and
