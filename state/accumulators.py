@@ -59,6 +59,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import decimal
+import sys
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -68,7 +69,11 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 from pandas.util import hash_array
-from typing_extensions import override
+
+if sys.version_info >= (3, 12):
+    from typing import override
+else:  # declared in pyproject.toml for Python < 3.12
+    from typing_extensions import override
 
 from .errors import InterlaceError
 
