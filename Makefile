@@ -3,6 +3,9 @@
 #   make test   - install into .venv (with test extras) and run the whole test suite
 PYTHON ?= python3
 VENV ?= .venv
+# The lint tools (ruff, mypy) get an environment of their own: the venv the demo and the tests
+# use holds only what pyproject.toml declares.
+LINT_VENV ?= .venv-lint
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -10,7 +13,7 @@ $(VENV)/.installed: pyproject.toml
 	$(VENV)/bin/pip install --quiet -e '.[test]'
 	touch $@
 
-.PHONY: demo test bench lint
+.PHONY: demo test bench lint wheel
 demo: $(VENV)/.installed
 	$(VENV)/bin/interlace demo
 
@@ -20,7 +23,15 @@ test: $(VENV)/.installed
 bench: $(VENV)/.installed
 	$(VENV)/bin/python bench/join_bench.py
 
-lint: $(VENV)/.installed
-	$(VENV)/bin/pip install --quiet "ruff==0.17.6" "mypy==2.4.1"
-	$(VENV)/bin/ruff check operators state interlace
-	MYPY=$(VENV)/bin/mypy bash .ci/mypy.sh
+$(LINT_VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(LINT_VENV)
+	$(LINT_VENV)/bin/pip install --quiet --upgrade pip
+	$(LINT_VENV)/bin/pip install --quiet "ruff==0.17.6" "mypy==2.4.1" -e .
+	touch $@
+
+lint: $(LINT_VENV)/.installed
+	$(LINT_VENV)/bin/ruff check operators state interlace
+	MYPY=$(LINT_VENV)/bin/mypy bash .ci/mypy.sh
+
+wheel:
+	PYTHON=$(PYTHON) bash .ci/wheel

@@ -5,6 +5,15 @@ Public API::
     from interlace import Join, stream_join, Window, Aggregation, window_aggregate, local_session
 """
 
+import importlib.util as _importlib_util
+
+if _importlib_util.find_spec("interlace.operators") is None:  # pragma: no cover - set-up error
+    raise ImportError(
+        f"interlace is being imported from its source folder {__path__[0]} without an install "
+        "that maps operators/ and state/ into it (the working directory shadows the installed "
+        "package): run from another directory, or install the checkout with `pip install -e .`"
+    )
+
 from interlace.operators import (
     Aggregation,
     ConfigError,

@@ -113,6 +113,7 @@ from interlace.operators._common import (
 from interlace.operators.errors import ConfigError
 from interlace.operators.join import Join
 from interlace.operators.window import Aggregation, Window
+from interlace.session import state_store_conf
 
 __all__ = [
     "FrozenMap",
@@ -626,8 +627,12 @@ class SparkSettings:
         checkpoint: The query's checkpoint folder (default
             ``.interlace/checkpoints/{pipeline name}``).
         shuffle_partitions: ``spark.sql.shuffle.partitions``.
-        conf: Any other Spark setting, e.g. the state store provider or
-            ``spark.sql.streaming.multipleWatermarkPolicy``.
+        state_store: The state store provider, ``"hdfs"`` (Spark's default) or ``"rocksdb"``
+            (large state; docs/deploy.md says which to use when).
+        changelog_checkpointing: RocksDB's changelog checkpointing (``state_store =
+            "rocksdb"`` only).
+        conf: Any other Spark setting, e.g. ``spark.sql.streaming.multipleWatermarkPolicy``
+            (an entry here wins over the settings above).
 
     Example:
         >>> SparkSettings(conf={"spark.sql.streaming.multipleWatermarkPolicy": "max"}).conf
@@ -638,6 +643,8 @@ class SparkSettings:
     master: str = "local[2]"
     checkpoint: str | None = None
     shuffle_partitions: int = 4
+    state_store: str = "hdfs"
+    changelog_checkpointing: bool = False
     conf: Mapping[str, str] = _EMPTY
 
     def __post_init__(self) -> None:
@@ -647,6 +654,13 @@ class SparkSettings:
         if isinstance(sp, bool) or not isinstance(sp, int) or sp < 1:
             msg = f"`shuffle_partitions` must be an int >= 1 (got shuffle_partitions={sp!r})"
             raise ConfigError(msg)
+        if not isinstance(self.changelog_checkpointing, bool):
+            msg = (
+                "`changelog_checkpointing` must be true or false "
+                f"(got changelog_checkpointing={self.changelog_checkpointing!r})"
+            )
+            raise ConfigError(msg)
+        state_store_conf(self.state_store, self.changelog_checkpointing)  # validates both
         conf = _as_str_map("conf", self.conf)
         for key, field in (
             ("spark.sql.shuffle.partitions", "shuffle_partitions"),

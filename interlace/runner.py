@@ -181,7 +181,7 @@ def run_pipeline(
         resumes from the checkpoint.
     """
     from interlace.metrics import PipelineMetrics, counters, spark_dropped_rows
-    from interlace.session import local_session
+    from interlace.session import local_session, state_store_conf
     from interlace.targets import make_target
 
     started = time.time()
@@ -193,10 +193,13 @@ def run_pipeline(
             f"interlace-{pipeline.name}",
             master=s.master,
             shuffle_partitions=s.shuffle_partitions,
+            state_store=s.state_store,
+            changelog_checkpointing=s.changelog_checkpointing,
             conf=conf,
         )
     else:
-        for k, v in dict(s.conf or {}).items():
+        settings = state_store_conf(s.state_store, s.changelog_checkpointing)
+        for k, v in {**settings, **dict(s.conf or {})}.items():
             spark.conf.set(k, v)
     acc = counters(spark)
     out = build_query_input(spark, pipeline, base=base, counters=acc)

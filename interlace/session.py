@@ -7,7 +7,49 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["local_session"]
+__all__ = ["STATE_STORES", "local_session", "state_store_conf"]
+
+_STATE = "org.apache.spark.sql.execution.streaming.state."
+#: The state store providers interlace is tested on, by the name ``state_store`` takes.
+STATE_STORES = {
+    "hdfs": _STATE + "HDFSBackedStateStoreProvider",
+    "rocksdb": _STATE + "RocksDBStateStoreProvider",
+}
+PROVIDER_KEY = "spark.sql.streaming.stateStore.providerClass"
+CHANGELOG_KEY = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
+
+
+def state_store_conf(
+    state_store: str = "hdfs", changelog_checkpointing: bool = False
+) -> dict[str, str]:
+    """Return the Spark settings that select a state store provider.
+
+    Args:
+        state_store: ``"hdfs"`` (Spark's default, HDFSBackedStateStoreProvider: every key
+            group's state in the executor's JVM heap, snapshots and deltas in the checkpoint)
+            or ``"rocksdb"`` (RocksDBStateStoreProvider: state in native RocksDB on the
+            executor's local disk, for large state and steady GC).
+        changelog_checkpointing: With ``"rocksdb"``, checkpoint each micro-batch's changes
+            instead of a RocksDB snapshot (lower, steadier commit latency).
+
+    Raises:
+        ConfigError: An unknown ``state_store``, or ``changelog_checkpointing`` without RocksDB.
+    """
+    from interlace.operators.errors import ConfigError
+
+    if state_store not in STATE_STORES:
+        msg = (
+            f"`state_store` must be one of {', '.join(map(repr, STATE_STORES))} "
+            f"(got state_store={state_store!r})"
+        )
+        raise ConfigError(msg)
+    if changelog_checkpointing and state_store != "rocksdb":
+        msg = "`changelog_checkpointing` applies to state_store='rocksdb' only; set both or neither"
+        raise ConfigError(msg)
+    conf = {PROVIDER_KEY: STATE_STORES[state_store]}
+    if state_store == "rocksdb":
+        conf[CHANGELOG_KEY] = str(bool(changelog_checkpointing)).lower()
+    return conf
 
 
 def local_session(
@@ -15,6 +57,8 @@ def local_session(
     *,
     master: str = "local[2]",
     shuffle_partitions: int = 4,
+    state_store: str = "hdfs",
+    changelog_checkpointing: bool = False,
     conf: Mapping[str, str] | None = None,
 ) -> Any:
     """Return (or create) a local SparkSession for interlace.
@@ -27,15 +71,14 @@ def local_session(
         app_name: Spark application name.
         master: Spark master URL.
         shuffle_partitions: ``spark.sql.shuffle.partitions``.
+        state_store: ``"hdfs"`` (default) or ``"rocksdb"``; see :func:`state_store_conf`
+            and docs/deploy.md. An existing session gets the setting too: it applies to
+            queries started afterwards (a query's checkpoint keeps the provider it began with).
+        changelog_checkpointing: RocksDB's changelog checkpointing (``"rocksdb"`` only).
         conf: Extra Spark settings (win over the defaults).
     """
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    # PySpark 4.3's own worker code (not interlace) triggers this pandas 2.x FutureWarning on
-    # every grouped call; local workers inherit the environment, so silence just that message.
-    os.environ.setdefault(
-        "PYTHONWARNINGS", "ignore:The behavior of DataFrame concatenation:FutureWarning"
-    )
     from pyspark.sql import SparkSession
 
     settings = {
@@ -47,10 +90,14 @@ def local_session(
         "spark.driver.memory": "2g",
         "spark.sql.streaming.forceDeleteTempCheckpointLocation": "true",
     }
+    settings.update(state_store_conf(state_store, changelog_checkpointing))
     settings.update(conf or {})
     builder = SparkSession.builder.master(master).appName(app_name)
     for k, v in settings.items():
         builder = builder.config(k, v)
     spark = builder.getOrCreate()
+    for key in (PROVIDER_KEY, CHANGELOG_KEY):  # SQL settings: also on a session that existed
+        if key in settings:
+            spark.conf.set(key, settings[key])
     spark.sparkContext.setLogLevel("ERROR")
     return spark

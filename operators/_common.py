@@ -5,7 +5,9 @@ from __future__ import annotations
 import gc
 import os
 import sys
+import warnings
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import Any, Literal, get_args
 
 import pyarrow as pa
@@ -68,6 +70,70 @@ def freeze_worker_gc() -> bool:
     gc.collect()
     gc.freeze()
     return True
+
+
+#: The pandas 2.x deprecation PySpark's own ``applyInPandasWithState`` worker code triggers.
+PYSPARK_PADDING_WARNING = "The behavior of DataFrame concatenation with empty or all-NA entries"
+_worker_warnings_done = False
+
+
+def quiet_worker_warnings() -> bool:
+    """Once per PySpark Python worker: ignore the FutureWarning PySpark's padding triggers.
+
+    PySpark 4.3's ``applyInPandasWithState`` worker (``construct_record_batch`` in
+    ``pyspark/worker.py``) pads every Arrow batch it sends back with an object-typed frame
+    (``dict.fromkeys(columns)``) and concatenates it with the function's output; pandas 2.x
+    then warns ``The behavior of DataFrame concatenation with empty or all-NA entries is
+    deprecated`` once per worker process, whatever the function yields, because excluding the
+    padding keeps the float and timestamp columns' dtypes. The filter matches only that
+    message (interlace's own concatenations never raise it: they pass no empty or all-NA
+    frames). Does nothing outside a PySpark worker.
+    Returns whether it installed the filter now.
+    """
+    global _worker_warnings_done
+    if _worker_warnings_done:
+        return False
+    _worker_warnings_done = True
+    if "pyspark.worker" not in sys.modules:
+        return False
+    warnings.filterwarnings("ignore", message=PYSPARK_PADDING_WARNING, category=FutureWarning)
+    return True
+
+
+def guard_source_checkout(spark: Any) -> None:
+    """Make sure Spark's local Python workers import the installed interlace, not a checkout.
+
+    PySpark starts its workers with ``python -m pyspark.daemon`` in the driver's working
+    directory, so Python puts that directory first on their ``sys.path``. Run from the root of
+    an interlace source checkout with a regular (non-editable) install, the checkout's
+    ``interlace/`` folder (which has no ``operators`` subpackage: that lives in ``operators/``)
+    would shadow the installed package and every task would fail with ``No module named
+    'interlace.operators'``. When the working directory holds an ``interlace`` package that is
+    not the one this driver imported, the workers get ``PYTHONSAFEPATH=1`` (Python 3.11+: the
+    working directory is not put on ``sys.path``); on Python 3.10 this raises
+    :class:`ConfigError` saying what to do. Does nothing over Spark Connect (no SparkContext).
+    """
+    shadow = Path.cwd() / "interlace" / "__init__.py"
+    if not shadow.is_file():
+        return
+    import interlace
+
+    if shadow.resolve().parent == Path(interlace.__file__).resolve().parent:
+        return  # the checkout *is* the imported package (editable install): workers agree
+    try:
+        sc = spark.sparkContext
+    except Exception:  # Spark Connect: the workers run beside the server, not here
+        return
+    if sys.version_info >= (3, 11):
+        sc.environment["PYTHONSAFEPATH"] = "1"
+        return
+    msg = (
+        f"the current directory {Path.cwd()} holds interlace's source folder `interlace/`, "
+        "which would shadow the installed interlace in Spark's Python workers (No module "
+        "named 'interlace.operators'); run from another directory, or install the checkout "
+        "in editable mode: pip install -e ."
+    )
+    raise ConfigError(msg)
 
 
 def check_literal(field: str, value: object, alias: Any) -> None:

@@ -48,6 +48,8 @@ from interlace.operators._common import (
     check_late_data_fields,
     check_literal,
     freeze_worker_gc,
+    guard_source_checkout,
+    quiet_worker_warnings,
     reject_reserved,
     require_columns,
     require_streaming,
@@ -1000,6 +1002,7 @@ class JoinFunction:
     ) -> Iterator[pd.DataFrame]:
         """Process one key group (Spark calls this; see the class docstring)."""
         freeze_worker_gc()
+        quiet_worker_warnings()
         plan = self.plan
         spark_wm_ms = int(state.getCurrentWatermarkMs())
         wm_us = (spark_wm_ms + plan.horizon_ms) * 1000 if spark_wm_ms > 0 else None
@@ -1180,6 +1183,7 @@ def prepare_join(left: Any, right: Any, spec: Join, *, counters: Any | None = No
     from pyspark.sql import types as T
     from pyspark.sql.streaming.state import GroupStateTimeout
 
+    guard_source_checkout(left.sparkSession)
     sides = {}
     for name, df in (("left", left), ("right", right)):
         what = f"the {name} input"

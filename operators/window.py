@@ -44,6 +44,8 @@ from interlace.operators._common import (
     check_late_data_fields,
     check_literal,
     freeze_worker_gc,
+    guard_source_checkout,
+    quiet_worker_warnings,
     reject_reserved,
     require_columns,
     require_streaming,
@@ -79,7 +81,8 @@ WindowKind = Literal["tumbling", "hopping", "session"]
 
 * ``"tumbling"``: ``start = floor(t / duration) * duration``, one window per row.
 * ``"hopping"``: every ``start = k * hop`` with ``start <= t < start + duration``.
-* ``"session"``: per group, rows chaining with gaps ``< gap_ms`` form ``[first t, last t + gap)``.
+* ``"session"``: per group, rows chaining with gaps ``<= gap_ms`` form ``[first t, last t + gap)``:
+  sessions that overlap or touch merge (Spark's ``session_window``).
 """
 
 AggName = Literal["count", "sum", "min", "max", "avg", "first", "last", "count_distinct"]
@@ -903,12 +906,16 @@ def _session_slots(
 ) -> tuple[NDArray[np.int64], pa.Table, list[Any], NDArray[np.bool_], list[pd.DataFrame], int, int]:
     """Merge new rows' windows ``[t, t + gap)`` with the held sessions of their groups.
 
-    Intervals of one group that overlap (``start < other end`` and ``other start < end``) chain
-    into one cluster (sort by (group, start), running max of end per group). Per cluster with
-    new rows, the survivor is the earliest-starting emitted session, else the earliest held
-    one, else a new slot; every other held session of the cluster is merged into it, and an
-    absorbed session that had been emitted is retracted (its last output, ``revision + 1``,
-    ``retracted=true``). Vectorised with pandas groupby; no loop over rows.
+    Intervals of one group that overlap or touch (``start <= other end`` and ``other start <=
+    end``, i.e. rows at most ``gap`` apart) chain into one cluster: sort by (group, start), keep
+    the running max of end per group, and start a new cluster only where a start is strictly
+    after the running end (Spark's ``session_window`` merges while ``start <= current end``).
+    Held sessions take part alike, emitted or not, so a row touching a session kept under
+    reopen merges into it. Per cluster with new rows, the survivor is the earliest-starting
+    emitted session, else the earliest held one, else a new slot; every other held session of
+    the cluster is merged into it, and an absorbed session that had been emitted is retracted
+    (its last output, ``revision + 1``, ``retracted=true``). Vectorised with pandas groupby; no
+    loop over rows.
     """
     n_old, n_new = slots.num_rows, len(starts)
     if n_new == 0:
@@ -926,7 +933,8 @@ def _session_slots(
     items = items.sort_values(["g", "s", "old"], kind="stable").reset_index(drop=True)
     run_max = items.groupby("g")["e"].cummax()
     prev_max = run_max.groupby(items["g"]).shift(1)
-    new_cluster = prev_max.isna() | (items["s"] >= prev_max)
+    # Touching merges: a new cluster only where the start is strictly after the running end.
+    new_cluster = prev_max.isna() | (items["s"] > prev_max)
     items["c"] = np.cumsum(new_cluster.to_numpy()) - 1
     has_new = (~items["old"]).groupby(items["c"]).transform("any")
     items = items[has_new.to_numpy()]
@@ -1153,6 +1161,7 @@ class WindowFunction:
     ) -> Iterator[pd.DataFrame]:
         """Process one key group."""
         freeze_worker_gc()
+        quiet_worker_warnings()
         plan = self.plan
         spark_wm_ms = int(state.getCurrentWatermarkMs())
         wm_us = (spark_wm_ms + plan.horizon_ms) * 1000 if spark_wm_ms > 0 else None
@@ -1228,6 +1237,7 @@ def prepare_window(df: Any, spec: Window, *, counters: Any | None = None) -> Win
     what = "the input"
     require_streaming(df, what)
     reject_reserved(df, what)
+    guard_source_checkout(df.sparkSession)
     et = spec.event_time_column
     if spec.time_mode == "processing":
         if et in df.columns:
