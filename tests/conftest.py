@@ -24,3 +24,49 @@ def spark():
     session = local_session("interlace-tests", shuffle_partitions=2)
     yield session
     session.stop()
+
+
+
+#: The state store providers the replay tests run on (SEMANTICS §5; issue 10): Spark's default,
+#: RocksDB, and RocksDB with changelog checkpointing; each with the file suffix its checkpoint
+#: must hold (so a test proves which provider ran) and the suffixes it must not.
+STATE_STORES = {
+    "hdfs": ({"state_store": "hdfs"}, ".delta", (".zip", ".changelog")),
+    "rocksdb": ({"state_store": "rocksdb"}, ".zip", (".delta", ".changelog")),
+    "rocksdb-changelog": ({"state_store": "rocksdb", "changelog_checkpointing": True},
+                          ".changelog", (".delta",)),
+}
+
+
+class StateStore:
+    """The provider a test runs on; :meth:`check` asserts a checkpoint was written by it."""
+
+    def __init__(self, name):
+        self.name = name
+        self.settings, self.must, self.must_not = STATE_STORES[name]
+
+    def check(self, checkpoint):
+        from pathlib import Path
+
+        names = [p.name for p in (Path(checkpoint) / "state").rglob("*") if p.is_file()]
+        assert any(n.endswith(self.must) for n in names), (self.name, sorted(names)[:20])
+        bad = [n for n in names if n.endswith(self.must_not)]
+        assert not bad, (self.name, bad[:5])
+
+
+@pytest.fixture(params=list(STATE_STORES))
+def state_store(request, spark):
+    """Run the test once per state store provider: set on the session, restored afterwards."""
+    from interlace.session import state_store_conf
+
+    store = StateStore(request.param)
+    conf = state_store_conf(**store.settings)
+    before = {k: spark.conf.get(k, None) for k in conf}
+    for k, v in conf.items():
+        spark.conf.set(k, v)
+    yield store
+    for k, v in before.items():
+        if v is None:
+            spark.conf.unset(k)
+        else:
+            spark.conf.set(k, v)

@@ -136,7 +136,8 @@ def late_log():
         ("left_anti", "dlq", {"dlq_horizon_ms": 3_600_000}),
     ],
 )
-def test_late_rows_under_each_policy_match_oracle(spark, how, late_data, extra, tmp_path):
+def test_late_rows_under_each_policy_match_oracle(spark, state_store, how, late_data, extra,
+                                                  tmp_path):
     spec = Join(left_keys=["id"], right_keys=["id"], how=how, time_window_ms=5_000,
                 event_time_column="ts", lateness_ms=2_000, late_data=late_data, key_groups=3, **extra)
     log = late_log()
@@ -144,6 +145,7 @@ def test_late_rows_under_each_policy_match_oracle(spark, how, late_data, extra, 
     result = replay_join(spark, log, SCHEMA, SCHEMA,
                          lambda l, r: stream_join(l, r, spec, counters=acc), workdir=tmp_path)
     want = assert_matches_oracle(result, log, spec, list(COLS), list(COLS))
+    state_store.check(tmp_path / "checkpoint")
     # Nothing vanishes: the accumulator accounts for every row the operator did not emit.
     for side in ("left", "right"):
         assert acc.value.get(f"late_dropped_{side}", 0) == want.late_dropped.get(side, 0)
@@ -156,7 +158,7 @@ def test_late_rows_under_each_policy_match_oracle(spark, how, late_data, extra, 
         assert sum(want.late_dropped.values()) > 0
 
 
-def test_restart_from_checkpoint_mid_log_gives_uninterrupted_output(spark, tmp_path):
+def test_restart_from_checkpoint_mid_log_gives_uninterrupted_output(spark, state_store, tmp_path):
     spec = Join(left_keys=["id"], right_keys=["id"], how="full", time_window_ms=4_000,
                 event_time_column="ts", key_groups=4)
     log = random_in_order_log(seed=11, n_batches=4)
@@ -167,6 +169,7 @@ def test_restart_from_checkpoint_mid_log_gives_uninterrupted_output(spark, tmp_p
     # The restarted run is also exactly the oracle on the schedule Spark ran (the first run
     # ends with a no-data batch, which the schedule records).
     assert_matches_oracle(restarted, log, spec, list(COLS), list(COLS))
+    state_store.check(tmp_path / "b" / "checkpoint")
 
 
 def test_max_watermark_policy(spark, tmp_path):
@@ -220,20 +223,6 @@ def test_input_errors_are_raised_before_any_query(spark, tmp_path):
         stream_join(stream.withColumnRenamed("v", "__il_v"), stream, Join(**ok))
     with pytest.raises(ConfigError, match="incompatible types"):
         stream_join(stream.withColumn("id", F.col("id").cast("string")), stream, Join(**ok))
-
-
-def test_restart_with_the_rocksdb_state_store_provider(spark, tmp_path):
-    key = "spark.sql.streaming.stateStore.providerClass"
-    spark.conf.set(key, "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider")
-    try:
-        spec = Join(left_keys=["id"], right_keys=["id"], how="left", time_window_ms=4_000,
-                    event_time_column="ts", lateness_ms=1_000, key_groups=3)
-        log = late_log()
-        restarted = replay_join(spark, log, SCHEMA, SCHEMA, spec, workdir=tmp_path, restart_at=[3])
-        assert_matches_oracle(restarted, log, spec, list(COLS), list(COLS))
-        assert (tmp_path / "checkpoint" / "state").exists()
-    finally:
-        spark.conf.unset(key)
 
 
 def test_processing_time_matches_oracle(spark, tmp_path):

@@ -91,13 +91,15 @@ def assert_matches_oracle(result, log, spec, columns=COLS, **oracle_kw):
         ("session", "reopen", {"gap_ms": 4_000, "allowed_lateness_ms": 20_000}),
     ],
 )
-def test_every_kind_and_policy_matches_oracle(spark, kind, late_data, extra, tmp_path):
+def test_every_kind_and_policy_matches_oracle(spark, state_store, kind, late_data, extra,
+                                              tmp_path):
     spec = Window(kind=kind, event_time_column="ts", group_by=["user"], lateness_ms=2_000,
                   late_data=late_data, max_groups_per_window=100, aggregations=AGGS,
                   key_groups=3, **extra)
     log = messy_log()
     result, acc = run(spark, spec, log, tmp_path)
     want = assert_matches_oracle(result, log, spec)
+    state_store.check(tmp_path / "checkpoint")
     assert want.rows
     assert acc.value.get("late_dropped", 0) == want.late_dropped
     assert acc.value.get("dead_lettered", 0) == want.dead_lettered
@@ -105,7 +107,7 @@ def test_every_kind_and_policy_matches_oracle(spark, kind, late_data, extra, tmp
         assert any(r["revision"] > 0 for _, r in result.rows)
 
 
-def test_restart_from_checkpoint_mid_log(spark, tmp_path):
+def test_restart_from_checkpoint_mid_log(spark, state_store, tmp_path):
     spec = Window(kind="tumbling", duration_ms=10_000, event_time_column="ts", group_by=["user"],
                   lateness_ms=2_000, late_data="reopen", allowed_lateness_ms=15_000,
                   max_groups_per_window=100, aggregations=AGGS, key_groups=3)
@@ -113,6 +115,7 @@ def test_restart_from_checkpoint_mid_log(spark, tmp_path):
     straight, _ = run(spark, spec, log, tmp_path / "a")
     restarted, _ = run(spark, spec, log, tmp_path / "b", restart_at=[2])
     assert_matches_oracle(restarted, log, spec)
+    state_store.check(tmp_path / "b" / "checkpoint")
     # With reopen, the last revision of each window carries the same aggregates either way
     # (revision numbers may differ: the stop adds a no-data batch that can emit earlier).
     def last(rows):

@@ -914,3 +914,36 @@ def test_any_string_survives_the_toml_writer(s: str) -> None:
     q = dataclasses.replace(p, transform_sql=s if s.strip() else "x" + s,
                             spark=SparkSettings(conf={s or "k": s}))
     assert Pipeline.from_toml(q.to_toml()) == q
+
+
+# ---------------------------------------------------------------------------------------
+# [spark] state store provider (issue 10)
+# ---------------------------------------------------------------------------------------
+
+
+def test_spark_state_store_reads_round_trips_and_selects_the_provider() -> None:
+    from interlace.session import STATE_STORES, state_store_conf
+
+    text = JOIN_TOML + '\n[spark]\nstate_store = "rocksdb"\nchangelog_checkpointing = true\n'
+    p = Pipeline.from_toml(text)
+    assert (p.spark.state_store, p.spark.changelog_checkpointing) == ("rocksdb", True)
+    assert Pipeline.from_toml(p.to_toml()) == p
+    assert 'state_store = "rocksdb"' in p.to_toml()
+    assert "state_store" not in Pipeline.from_toml(JOIN_TOML).to_toml()  # default left out
+    conf = state_store_conf("rocksdb", True)
+    assert conf == {
+        "spark.sql.streaming.stateStore.providerClass": STATE_STORES["rocksdb"],
+        "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
+    }
+    assert state_store_conf()["spark.sql.streaming.stateStore.providerClass"].endswith(
+        "HDFSBackedStateStoreProvider")
+
+
+@pytest.mark.parametrize(("spark_toml", "needle"), [
+    ('state_store = "rocks"', "`state_store` must be one of 'hdfs', 'rocksdb'"),
+    ("changelog_checkpointing = true", "applies to state_store='rocksdb' only"),
+    ('state_store = "rocksdb"\nchangelog_checkpointing = "yes"', "must be true or false"),
+])
+def test_spark_state_store_errors_name_the_field(spark_toml: str, needle: str) -> None:
+    msg = error_of(JOIN_TOML + "\n[spark]\n" + spark_toml + "\n")
+    assert needle in msg and "[spark]" in msg
