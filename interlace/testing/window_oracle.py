@@ -465,9 +465,12 @@ class _WindowModel:
         keeps the decision independent of the other rows of the batch. A late row is
         skipped (drop, dlq), or under reopen taken while ``wm < t + gap + AL``.
 
-        A taken row joins every session of its group it overlaps, i.e. whose rows chain
-        with it by gaps ``< gap``: ``start < t + gap`` and ``t < end``. They merge into
-        one session ``[min start, max end)``. The survivor (the session that keeps its
+        A taken row joins every session of its group it overlaps or touches, i.e. whose
+        rows chain with it by gaps ``<= gap``: ``start <= t + gap`` and ``t <= end`` (Spark's
+        ``session_window`` merges while ``start <= current end``; rows exactly ``gap``
+        apart are one session). Held sessions count alike, emitted or not: under reopen a
+        row touching a kept, emitted session merges into it. They merge into one session
+        ``[min start, max end)``. The survivor (the session that keeps its
         identity and revision) is the earliest-starting one among those already emitted,
         else the earliest-starting one; every other emitted session it absorbs is
         retracted once (reopen: ``retracted=true``, its last aggregates, ``revision +
@@ -483,7 +486,8 @@ class _WindowModel:
         if late and not self.is_kept(t + g, wm_us):
             return True, True
         sessions = self.sessions.setdefault(group, [])
-        touching = [s for s in sessions if s.start_us < t + g and t < s.end_us]
+        # Overlapping or touching (end == t or start == t + gap) sessions merge.
+        touching = [s for s in sessions if s.start_us <= t + g and t <= s.end_us]
         if not touching:
             session = _Window(t, t + g, group)
             sessions.append(session)
@@ -639,8 +643,8 @@ def oracle_window(
 
        a. *Assign*: tumbling ``floor(t / d) * d``; hopping every ``k * hop`` with
           ``start <= t < start + d``; session: per group, rows chaining with gaps
-          ``< gap`` form ``[first t, last t + gap)``, a row inside or bridging sessions
-          merges them.
+          ``<= gap`` form ``[first t, last t + gap)``: sessions that overlap or touch
+          merge, a row inside or bridging sessions merges them.
        b. *Ingest* each row in arrival order, late-data policy per (row, window); a
           window is closed iff ``wm >= end``. drop: a closed window does not take the
           row (``late_dropped``, once per row). reopen: a closed window takes it while

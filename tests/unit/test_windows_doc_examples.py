@@ -68,9 +68,9 @@ EXAMPLES: dict[str, tuple[Window, list[list[dict[str, Any]]]]] = {
     "session": (
         Window(kind="session", gap_ms=5_000, **COMMON),
         [[ev("a", 0, 1), ev("a", 3, 2)],
-         [ev("a", 8, 4)],
-         [ev("a", 6, 8), ev("a", 11, 16), ev("a", 15, 32), ev("a", 19, 64)],
-         [ev("a", 12, 128)],
+         [ev("a", 8, 4), ev("a", 14, 8)],
+         [ev("a", 11, 16), ev("a", 19, 32), ev("a", 24, 64)],
+         [ev("a", 16, 128)],
          [ev("b", 40, 1)]],
     ),
     "reopen": (

@@ -160,3 +160,106 @@ def test_null_event_time_rows_are_counted_or_dead_lettered(kind, late_data):
     else:
         assert r.counters["null_event_time_dropped"] == 1
     assert all(n <= 1 for n in r.output["n"].dropna())
+
+
+# --------------------------------------------------------------------------------------------
+# Sessions that touch merge (issue 17): rows exactly `gap` apart are one session, as in
+# Spark's session_window (merge while start <= current end), Flink and Kafka Streams.
+# Each scenario runs the operator, checks it against the oracle batch by batch, and checks
+# the expected rows by hand: (batch, start s, end s, k, n[, revision, retracted]).
+# --------------------------------------------------------------------------------------------
+
+
+def session(gap_s=5, **kw):
+    return window(kind="session", duration_ms=None, gap_ms=gap_s * 1000, **kw)
+
+
+def sec(value):
+    return (value.replace(tzinfo=None) - T0).total_seconds()
+
+
+def run_sessions(spec, batches):
+    """Run the operator, assert it equals the oracle per batch, return its rows compactly."""
+    log = [WindowBatch(rows=tuple(b)) for b in batches]
+    got = run_window_locally(spec, log, SCHEMA)
+    want = oracle_window(spec, log, columns=COLS)
+    g, w = {}, {}
+    for b, r in got.rows:
+        g.setdefault(b, []).append(r)
+    for o in want.rows:
+        w.setdefault(o.batch, []).append(o.row)
+    assert g.keys() == w.keys()
+    for b in g:
+        assert canonical_rows(g[b]) == canonical_rows(w[b]), f"batch {b}"
+    extra = ("revision", "retracted") if spec.late_data == "reopen" else ()
+    return sorted((b, sec(r["window_start"]), sec(r["window_end"]), r["k"], r["n"],
+                   *(r[c] for c in extra)) for b, r in got.rows if r["k"] != "z")
+
+
+FLUSH = [row("z", 1000)]
+
+
+def test_session_rows_exactly_the_gap_apart_form_one_session():
+    # The issue's example: gap 5 s, rows at 12 s and 17 s -> [12, 22), count 2 (Spark). It
+    # closes in the no-data batch 2, the first to see W past 22 s.
+    assert run_sessions(session(), [[row("a", 12), row("a", 17)], FLUSH]) == [
+        (2, 12, 22, "a", 2)]
+
+
+def test_session_row_exactly_the_gap_after_an_open_session_in_a_later_batch_merges():
+    # [12, 17) is still open in batch 1 (wm = 12 < 17); a@17 touches it.
+    assert run_sessions(session(), [[row("a", 12)], [row("a", 17)], FLUSH]) == [
+        (3, 12, 22, "a", 2)]
+
+
+def test_session_chain_of_rows_each_exactly_the_gap_apart_is_one_session():
+    # In order, one row per batch; then out of order: a@5 arrives last and touches both
+    # [0, 5) and [10, 15) (lateness 20 s keeps it on time).
+    assert run_sessions(session(), [[row("a", 0)], [row("a", 5)], [row("a", 10)], FLUSH]) == [
+        (4, 0, 15, "a", 3)]
+    assert run_sessions(session(lateness_ms=20_000),
+                        [[row("a", 0), row("a", 10)], [row("a", 5)], FLUSH]) == [
+        (3, 0, 15, "a", 3)]
+
+
+def test_session_rows_one_ms_more_than_the_gap_apart_are_two_sessions():
+    # The other side of the boundary: 1 ms more than the gap splits, exactly the gap does not.
+    assert run_sessions(session(), [[row("a", 12), row("a", 17), row("a", 22.001)], FLUSH]) == [
+        (1, 12, 22, "a", 2), (2, 22.001, 27.001, "a", 1)]
+    # [12, 17) closes in batch 1 (W = 17.001 s).
+    assert run_sessions(session(), [[row("a", 12), row("a", 17.001)], FLUSH]) == [
+        (1, 12, 17, "a", 1), (2, 17.001, 22.001, "a", 1)]
+    assert run_sessions(session(), [[row("a", 12)], [row("a", 17.001)], FLUSH]) == [
+        (2, 12, 17, "a", 1), (3, 17.001, 22.001, "a", 1)]
+
+
+def test_reopen_late_row_at_the_end_of_an_emitted_session_merges_into_it():
+    # [0, 5) is emitted in batch 2 (wm = 20). a@5 is late by its own window [5, 10)
+    # (wm = 20 >= 10) but within the allowance (20 < 10 + 30): it touches [0, 5), which
+    # re-emits as [0, 10) with revision 1. Nothing is retracted: the session keeps its identity.
+    spec = session(late_data="reopen", allowed_lateness_ms=30_000)
+    assert run_sessions(spec, [[row("a", 0)], [row("a", 20)], [row("b", 20)], [row("a", 5)],
+                               FLUSH]) == [
+        (2, 0, 5, "a", 1, 0, False),
+        (3, 0, 10, "a", 2, 1, False),
+        (5, 20, 25, "a", 1, 0, False),
+        (5, 20, 25, "b", 1, 0, False),
+    ]
+
+
+def test_reopen_late_row_touching_two_emitted_sessions_bridges_them():
+    # Emitted: [0, 5) (batch 2) and [10, 15) (batch 3). a@5's own window [5, 10) touches both
+    # (5 = end of the first, 10 = start of the second): one session [0, 15) with 3 rows. The
+    # survivor [0, 15) keeps [0, 5)'s revision counter (rev 1); the absorbed [10, 15) is
+    # retracted once with what it last emitted (n=1, rev 0 + 1).
+    spec = session(late_data="reopen", allowed_lateness_ms=40_000)
+    out = run_sessions(spec, [[row("a", 0)], [row("a", 10)], [row("a", 40)], [row("b", 41)],
+                              [row("a", 5)], FLUSH])
+    assert [r for r in out if r[0] == 4] == [
+        (4, 0, 15, "a", 3, 1, False),
+        (4, 10, 15, "a", 1, 1, True),
+    ]
+    assert [r for r in out if r[0] < 4 and r[3] == "a"] == [
+        (2, 0, 5, "a", 1, 0, False),
+        (3, 10, 15, "a", 1, 0, False),
+    ]

@@ -170,19 +170,67 @@ def test_hopping_window_edges_are_half_open() -> None:
     assert [(s, e) for _, s, e, *_ in emitted(result)] == [(0, 10), (4, 14), (8, 18)]
 
 
-def test_sessions_chain_gaps_below_the_gap_only() -> None:
-    # gap 10 s: 0 and 5 chain, 15 is exactly 10 s after 5 (not < gap): a new session.
-    # wm = 15 s in batch 1 closes [0, 15) (wm >= end) and [3, 13); [15, 25) waits.
+def test_sessions_chain_gaps_up_to_the_gap() -> None:
+    # gap 10 s: 0 and 5 chain, and 15 is exactly 10 s after 5: its window [15, 25) touches
+    # [0, 15), so it chains too (Spark's session_window merges while start <= end).
+    # wm = 15 s in batch 1 closes b's [3, 13); a's [0, 25) waits for the no-data batch.
     result = run(
         spec(kind="session", gap_ms=10_000),
         [row("a", 0), row("a", 5), row("a", 15), row("b", 3)],
         [row("z", 100)],
     )
     assert emitted(result, "k", "n") == [
-        (1, 0, 15, "a", 2),
         (1, 3, 13, "b", 1),
-        (2, 15, 25, "a", 1),
+        (2, 0, 25, "a", 3),
     ]
+
+
+def test_session_rows_exactly_the_gap_apart_form_one_session() -> None:
+    # Issue 17's example: gap 5 s, rows at 12 s and 17 s -> one session [12, 22), count 2.
+    result = run(spec(kind="session", gap_ms=5_000), [row("a", 12), row("a", 17)], [row("z", 100)])
+    assert emitted(result, "k", "n") == [(2, 12, 22, "a", 2)]
+
+
+def test_session_row_exactly_the_gap_after_an_open_session_in_a_later_batch_merges() -> None:
+    # Batch 1 sees wm = 12 s: [12, 17) is still open and a@17 touches it.
+    result = run(
+        spec(kind="session", gap_ms=5_000), [row("a", 12)], [row("a", 17)], [row("z", 100)]
+    )
+    assert emitted(result, "k", "n") == [(3, 12, 22, "a", 2)]
+
+
+def test_session_chain_of_rows_each_exactly_the_gap_apart_is_one_session() -> None:
+    in_order = run(
+        spec(kind="session", gap_ms=5_000),
+        [row("a", 0)],
+        [row("a", 5)],
+        [row("a", 10)],
+        [row("z", 100)],
+    )
+    assert emitted(in_order, "k", "n") == [(4, 0, 15, "a", 3)]
+    # a@5 last: its window [5, 10) touches both [0, 5) and [10, 15) and bridges them.
+    bridged = run(
+        spec(kind="session", gap_ms=5_000, lateness_ms=20_000),
+        [row("a", 0), row("a", 10)],
+        [row("a", 5)],
+        [row("z", 100)],
+    )
+    assert emitted(bridged, "k", "n") == [(3, 0, 15, "a", 3)]
+
+
+def test_session_rows_one_ms_more_than_the_gap_apart_are_two_sessions() -> None:
+    # The other side of the boundary: 12 -> 17 is exactly the gap (one session), 17 ->
+    # 22.001 is 1 ms more (a new session). wm = 22.001 s in batch 1 closes [12, 22).
+    result = run(
+        spec(kind="session", gap_ms=5_000),
+        [row("a", 12), row("a", 17), row("a", 22.001)],
+        [row("z", 100)],
+    )
+    assert emitted(result, "k", "n") == [(1, 12, 22, "a", 2), (2, 22.001, 27.001, "a", 1)]
+    apart = run(
+        spec(kind="session", gap_ms=5_000), [row("a", 12)], [row("a", 17.001)], [row("z", 100)]
+    )
+    assert emitted(apart, "k", "n") == [(2, 12, 17, "a", 1), (3, 17.001, 22.001, "a", 1)]
 
 
 def test_session_row_arriving_out_of_order_bridges_two_sessions() -> None:
@@ -263,6 +311,49 @@ def test_reopen_session_merge_by_a_late_row_retracts_the_absorbed_session() -> N
         (4, 40, 50, "a", 1, 0, False),
     ]
     assert result.late_dropped == 0
+
+
+def test_reopen_late_row_at_the_end_of_an_emitted_session_merges_into_it() -> None:
+    # gap 5 s, allowance 30 s: wm = the max earlier event time. [0, 5) emits in batch 2
+    # (wm = 20). a@5 is late by its own window [5, 10) (20 >= 10) but kept (20 < 10 + 30),
+    # and touches [0, 5): the session re-emits as [0, 10), revision 1, nothing retracted.
+    result = run(
+        spec(kind="session", gap_ms=5_000, late_data="reopen", allowed_lateness_ms=30_000),
+        [row("a", 0)],
+        [row("a", 20)],
+        [row("b", 20)],
+        [row("a", 5)],
+        [row("z", 100)],
+    )
+    assert [e for e in emitted(result, "k", "n", "revision", "retracted") if e[3] == "a"] == [
+        (2, 0, 5, "a", 1, 0, False),
+        (3, 0, 10, "a", 2, 1, False),
+        (5, 20, 25, "a", 1, 0, False),
+    ]
+    assert result.late_dropped == 0
+
+
+def test_reopen_late_row_touching_two_emitted_sessions_bridges_them() -> None:
+    # gap 5 s, allowance 40 s. [0, 5) emits in batch 2 (wm = 10), [10, 15) in batch 3
+    # (wm = 40). a@5 (wm = 41: late, kept) has the window [5, 10), which touches both:
+    # one session [0, 15). The earliest emitted, [0, 5), survives with revision 1; the
+    # absorbed [10, 15) is retracted once with its last aggregates and revision 0 + 1.
+    result = run(
+        spec(kind="session", gap_ms=5_000, late_data="reopen", allowed_lateness_ms=40_000),
+        [row("a", 0)],
+        [row("a", 10)],
+        [row("a", 40)],
+        [row("b", 41)],
+        [row("a", 5)],
+        [row("z", 100)],
+    )
+    assert [e for e in emitted(result, "k", "n", "revision", "retracted") if e[3] == "a"] == [
+        (2, 0, 5, "a", 1, 0, False),
+        (3, 10, 15, "a", 1, 0, False),
+        (4, 0, 15, "a", 3, 1, False),
+        (4, 10, 15, "a", 1, 1, True),
+        (6, 40, 45, "a", 1, 0, False),
+    ]
 
 
 def test_session_row_is_judged_by_its_own_window() -> None:
