@@ -202,7 +202,7 @@ def assign(w: Workload, df: pd.DataFrame) -> pd.DataFrame:
         df = df.sort_values(["k", "t"], kind="stable").reset_index(drop=True)
         k, t = df["k"].to_numpy(), df["t"].to_numpy()
         new = np.ones(len(df), dtype=bool)
-        new[1:] = (k[1:] != k[:-1]) | (t[1:] - t[:-1] >= gap)  # chain while gap < g
+        new[1:] = (k[1:] != k[:-1]) | (t[1:] - t[:-1] > gap)  # chain while gap <= g (touch)
         sid = np.cumsum(new) - 1
         first = t[new][sid]
         last = pd.Series(t).groupby(sid).transform("max").to_numpy()
@@ -779,6 +779,11 @@ def main(argv: list[str] | None = None) -> int:
                           flush=True)
                 fn, fi = verify[(n, "native")].frame, verify[(n, "interlace")].frame
                 assert fn is not None and fi is not None
+                if len(fn) != len(fi):  # issue 17: the engines must emit exactly as many rows
+                    failures.append(f"{n}: output row counts differ: native {len(fn):,}, "
+                                    f"interlace {len(fi):,}")
+                    print(f"[verify] {n}: ROW COUNTS DIFFER: native {len(fn):,}, interlace "
+                          f"{len(fi):,}", file=sys.stderr, flush=True)
                 ag = compare(fi, fn, INTERLACE_HLL_TOL + native_hll_tolerance(args.native_rsd),
                              f"{n}: interlace vs native")
                 agreements[(n, "both")] = ag
