@@ -208,7 +208,11 @@ def run_pipeline(
     dlq = DEAD_LETTER_COLUMN in out.columns
     normal_schema = out.drop(DEAD_LETTER_COLUMN).schema if dlq else out.schema
     target = make_target(
-        pipeline.resolved_target(), pipeline.name, base=base, default_table=pipeline.name
+        pipeline.resolved_target(),
+        pipeline.name,
+        base=base,
+        default_table=pipeline.name,
+        window_groups=None if pipeline.window is None else pipeline.window.group_by,
     )
     target.prepare(normal_schema)
     dead = None

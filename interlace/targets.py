@@ -63,11 +63,19 @@ def _table_name(name: str) -> str:
 class DuckDBTarget:
     """An embedded DuckDB table written exactly once per micro-batch.
 
+    Window output under ``late_data="reopen"`` converges whatever ``key`` is (docs/windows.md,
+    "Writing reopen output to an upserting target"): in the batch's transaction, every row of
+    the same group (NULL is one group) whose ``[window_start, window_end)`` lies inside a batch
+    row's bounds is deleted first: the window's earlier revision, a session's rows from before
+    it grew, and a session absorbed by a merge (its ``retracted`` row). Then the live rows are
+    inserted. The table then holds exactly the final windows and sessions.
+
     Attributes:
         path: The DuckDB database file.
         table: The table name.
         pipeline: The pipeline name (recorded with each committed batch id).
         key: Natural key columns for upserts, or empty for appends.
+        window_groups: The window's ``group_by`` columns (window output only).
     """
 
     path: Path
@@ -75,6 +83,9 @@ class DuckDBTarget:
     pipeline: str
     key: tuple[str, ...] = ()
     written: dict[int, int] = field(default_factory=dict)
+    #: The ``group_by`` columns when the rows are a window aggregation's output: a batch with
+    #: ``retracted`` (late_data="reopen") then first deletes every row it supersedes.
+    window_groups: tuple[str, ...] | None = None
 
     def prepare(self, schema: Any) -> None:
         """Create the table (with the key as primary key) and the commit log if missing."""
@@ -129,15 +140,20 @@ class DuckDBTarget:
     def _write_rows(self, con: Any, pdf: Any) -> int:
         if len(pdf) == 0:
             return 0
-        cols = ", ".join(_ident(c) for c in pdf.columns)
         t = _ident(self.table)
+        n_deleted = 0
+        if self.window_groups is not None and "retracted" in pdf.columns:
+            n_deleted = self._delete_superseded(con, pdf)
+            pdf = pdf[~pdf["retracted"].fillna(False).astype(bool)]
+            if len(pdf) == 0:
+                return n_deleted
+        cols = ", ".join(_ident(c) for c in pdf.columns)
         if not self.key:
             con.register("_il_batch", pdf)
             con.execute(f"INSERT INTO {t} ({cols}) SELECT {cols} FROM _il_batch")
             con.unregister("_il_batch")
-            return len(pdf)
+            return len(pdf) + n_deleted
         key = list(self.key)
-        n_deleted = 0
         if "retracted" in pdf.columns:
             gone = pdf[pdf["retracted"].fillna(False).astype(bool)]
             pdf = pdf[~pdf["retracted"].fillna(False).astype(bool)]
@@ -169,16 +185,42 @@ class DuckDBTarget:
         return len(pdf) + n_deleted
 
 
+    def _delete_superseded(self, con: Any, pdf: Any) -> int:
+        """Delete the rows of the table that a batch row's bounds contain (same group)."""
+        assert self.window_groups is not None
+        t = _ident(self.table)
+        bounds = pdf[[*self.window_groups, "window_start", "window_end"]]
+        con.register("_il_bounds", bounds)
+        same = [f"{t}.{_ident(g)} IS NOT DISTINCT FROM b.{_ident(g)}" for g in self.window_groups]
+        inside = [f"{t}.window_start >= b.window_start", f"{t}.window_end <= b.window_end"]
+        n = con.execute(
+            f"DELETE FROM {t} WHERE EXISTS (SELECT 1 FROM _il_bounds b "
+            f"WHERE {' AND '.join(same + inside)})"
+        ).fetchone()
+        con.unregister("_il_bounds")
+        return int(n[0]) if n else 0
+
+
 @dataclass
 class ParquetTarget:
-    """A folder of Parquet files, one sub-folder per micro-batch (idempotent on replay)."""
+    """A folder of Parquet files, one sub-folder per micro-batch (idempotent on replay).
+
+    Every file has the output's schema, also when the batch is empty, with timestamps as
+    Spark writes ``TimestampType`` (microseconds, adjusted to UTC), so the folder reads back
+    whole with ``spark.read.parquet(path)``, ``pandas.read_parquet(path)`` and DuckDB's
+    ``read_parquet('path/*/*.parquet')`` (each adds the ``batch_id`` partition column).
+    """
 
     path: Path
     written: dict[int, int] = field(default_factory=dict)
+    arrow_schema: Any = None
 
     def prepare(self, schema: Any) -> None:
-        """Create the folder."""
+        """Create the folder and fix the files' Arrow schema from the output's Spark schema."""
+        from interlace.operators._common import arrow_schema_for
+
         self.path.mkdir(parents=True, exist_ok=True)
+        self.arrow_schema = arrow_schema_for(schema, timestamp_unit="us", timestamp_tz="UTC")
 
     def write(self, pdf: Any, batch_id: int) -> int:
         """Write one micro-batch to ``batch_id=N/part.parquet`` (replaces a previous attempt)."""
@@ -188,7 +230,8 @@ class ParquetTarget:
         folder = self.path / f"batch_id={batch_id}"
         folder.mkdir(parents=True, exist_ok=True)
         tmp = folder / "part.parquet.tmp"
-        pq.write_table(pa.Table.from_pandas(pdf, preserve_index=False), tmp)
+        table = pa.Table.from_pandas(pdf, schema=self.arrow_schema, preserve_index=False)
+        pq.write_table(table, tmp)
         tmp.replace(folder / "part.parquet")
         self.written[batch_id] = len(pdf)
         return len(pdf)
@@ -215,9 +258,18 @@ class ConsoleTarget:
 
 
 def make_target(
-    spec: Any, pipeline: str, *, base: Path, default_table: str, default_key: Sequence[str] = ()
+    spec: Any,
+    pipeline: str,
+    *,
+    base: Path,
+    default_table: str,
+    default_key: Sequence[str] = (),
+    window_groups: Sequence[str] | None = None,
 ) -> Any:
-    """Build a target from a pipeline's ``[target]`` / ``[dead_letter]`` settings."""
+    """Build a target from a pipeline's ``[target]`` / ``[dead_letter]`` settings.
+
+    ``window_groups``: the window's ``group_by`` columns when the rows are window output.
+    """
     kind = spec.kind
     if kind == "duckdb":
         path = Path(spec.path or "interlace.duckdb")
@@ -226,6 +278,7 @@ def make_target(
             spec.table or _table_name(default_table),
             pipeline,
             tuple(spec.key) if spec.key else tuple(default_key),
+            window_groups=None if window_groups is None else tuple(window_groups),
         )
     if kind == "parquet":
         path = Path(spec.path)

@@ -136,6 +136,36 @@ def guard_source_checkout(spark: Any) -> None:
     raise ConfigError(msg)
 
 
+def is_connect(obj: object) -> bool:
+    """Whether ``obj`` (a SparkSession or DataFrame) is a Spark Connect client object.
+
+    By type, not by :func:`pyspark.sql.utils.is_remote` (a process-wide flag), and without
+    importing ``pyspark.sql.connect`` (which needs the ``connect`` extra).
+    """
+    return type(obj).__module__.startswith("pyspark.sql.connect.")
+
+
+def require_classic(obj: object, feature: str, instead: str) -> None:
+    """Raise :class:`ConfigError` naming ``feature`` if ``obj`` belongs to Spark Connect."""
+    if is_connect(obj):
+        msg = (
+            f"{feature} needs a classic SparkSession: Spark Connect clients have no "
+            f"SparkContext, hence no accumulators. {instead} (docs/deploy.md, \"Spark Connect\")"
+        )
+        raise ConfigError(msg)
+
+
+def check_counters(df: object, counters: object) -> None:
+    """Raise :class:`ConfigError` if ``counters`` is given with a Spark Connect ``df``."""
+    if counters is not None:
+        require_classic(
+            df,
+            "`counters` (a SparkContext accumulator)",
+            "Leave `counters` unset over Spark Connect; the query progress still counts the rows "
+            "Spark dropped (interlace.metrics.spark_dropped_rows)",
+        )
+
+
 def check_literal(field: str, value: object, alias: Any) -> None:
     """Raise :class:`ConfigError` unless ``value`` is one of the ``Literal`` ``alias`` values."""
     allowed = get_args(alias)
@@ -231,18 +261,24 @@ def check_event_time(df: DataFrame, column: str, field: str, what: str) -> None:
             raise ConfigError(msg)
 
 
-def arrow_schema_for(schema: T.StructType) -> pa.Schema:
+def arrow_schema_for(
+    schema: T.StructType, *, timestamp_unit: str = "ns", timestamp_tz: str | None = None
+) -> pa.Schema:
     """Return the Arrow schema matching what Spark hands pandas for ``schema``.
 
-    Timestamps arrive in pandas as naive ``datetime64[ns]`` in the session time zone, so they
-    are kept naive here and round-trip unchanged.
+    Timestamps arrive in pandas as naive ``datetime64[ns]`` in the session time zone, so by
+    default they are kept naive here and round-trip unchanged. For files other tools read,
+    ``timestamp_unit="us", timestamp_tz="UTC"`` gives what Spark itself writes for
+    ``TimestampType`` (``TimestampNTZType`` stays naive).
     """
     from pyspark.sql.pandas.types import to_arrow_type
 
     fields = []
     for f in schema.fields:
-        if isinstance(f.dataType, T.TimestampType | T.TimestampNTZType):
-            at: pa.DataType = pa.timestamp("ns")
+        if isinstance(f.dataType, T.TimestampType):
+            at: pa.DataType = pa.timestamp(timestamp_unit, tz=timestamp_tz)
+        elif isinstance(f.dataType, T.TimestampNTZType):
+            at = pa.timestamp(timestamp_unit)
         else:
             at = to_arrow_type(f.dataType)
         fields.append(pa.field(f.name, at, nullable=True))

@@ -380,11 +380,22 @@ def expected_window(toml_text):
     return Counter(canonical_rows([o.row for o in want.rows]))
 
 
-def test_json_source_parquet_target_window_reopen_equals_oracle(tmp_path):
+def test_json_source_parquet_target_window_reopen_equals_oracle(spark, tmp_path):
     write_clicks(tmp_path, "json")
     text = WINDOW_TOML.format(fmt="json", extra="", target="parquet", target_path="out/parquet")
     (tmp_path / "w.toml").write_text(text)
     cli("run", "w.toml", cwd=tmp_path)
+    # The whole folder reads back with Spark and with pandas (issue 11): microsecond UTC
+    # timestamps, and typed columns in the empty first batch's file too.
+    assert (tmp_path / "out/parquet/batch_id=0/part.parquet").is_file()
+    folder = str(tmp_path / "out/parquet")
+    by_spark = [r.asDict() for r in spark.read.parquet(folder).drop("batch_id").collect()]
+    assert Counter(canonical_rows(by_spark)) == expected_window(text)
+    whole = pd.read_parquet(folder).drop(columns=["batch_id"])
+    assert str(whole["window_start"].dt.tz) == "UTC"
+    whole["window_start"] = whole["window_start"].dt.tz_localize(None)
+    whole["window_end"] = whole["window_end"].dt.tz_localize(None)
+    assert Counter(canonical_rows(rows_of(whole))) == expected_window(text)
     df = pd.concat([pd.read_parquet(p) for p in sorted((tmp_path / "out/parquet").glob("*/*.parquet"))])
     for c in ("window_start", "window_end"):
         df[c] = pd.to_datetime(df[c]).dt.tz_localize(None) if getattr(df[c].dtype, "tz", None) is None \
@@ -393,6 +404,65 @@ def test_json_source_parquet_target_window_reopen_equals_oracle(tmp_path):
     want = expected_window(text)
     assert got == want
     assert any(r["revision"] == 1 for r in rows_of(df))
+
+
+SESSION_CLICKS = [
+    [("a", "/x", 0), ("a", "/y", 3), ("b", "/x", 1), ("c", "/x", 0)],
+    [("c", "/y", 10), ("b", "/y", 12)],
+    [("b", "/z", 17)],
+    [("b", "/q", 19)],
+    # Late (wm = 18) but within the allowance: a@7 extends the emitted [0, 8) to [0, 12);
+    # c@5 touches the emitted [0, 5) and [10, 15) and merges them ([10, 15) is retracted).
+    [("a", "/z", 7), ("c", "/z", 5)],
+    [("z", "/", 500)],
+]
+
+
+def naive_sessions(clicks, gap_s):
+    """Final sessions straight from the rows: per user, times chaining with gaps <= gap."""
+    out = {}
+    for user in {u for b in clicks for u, _, _ in b}:
+        times = sorted(s for b in clicks for u, _, s in b if u == user)
+        start = last = times[0]
+        count = 1
+        for t in times[1:]:
+            if t - last > gap_s:
+                out[(user, at(start), at(last + gap_s))] = count
+                start, count = t, 0
+            last, count = t, count + 1
+        out[(user, at(start), at(last + gap_s))] = count
+    return out
+
+
+def test_session_reopen_into_duckdb_converges_to_the_final_sessions(tmp_path):
+    """Issue 11: a late row that grows or merges emitted sessions leaves no stale row."""
+    folder = tmp_path / "in" / "clicks"
+    folder.mkdir(parents=True)
+    for i, batch in enumerate(SESSION_CLICKS):
+        path = folder / f"{i:06d}.json"
+        path.write_text("".join(json.dumps({"user": u, "page": p, "ts": at(s).isoformat() + "Z"})
+                                + "\n" for u, p, s in batch))
+        os.utime(path, (1_700_000_000 + i, 1_700_000_000 + i))
+    text = WINDOW_TOML.format(fmt="json", extra="", target="duckdb", target_path="out/w.duckdb")
+    text = text.replace('kind = "tumbling"\nduration_ms = 10000', 'kind = "session"\ngap_ms = 5000')
+    text = text.replace('path = "out/w.duckdb"', 'path = "out/w.duckdb"\ntable = "sessions"\n'
+                        'key = ["window_start", "window_end", "user"]')
+    (tmp_path / "w.toml").write_text(text)
+    cli("run", "w.toml", cwd=tmp_path)
+    got = {(r["user"], r["window_start"], r["window_end"]): r["clicks"]
+           for r in rows_of(read_table(tmp_path / "out/w.duckdb", "sessions"))}
+    want = naive_sessions(SESSION_CLICKS[:-1], 5)  # the sentinel's own session never closes
+    assert got == want
+    assert want[("a", at(0), at(12))] == 3 and want[("c", at(0), at(15))] == 3
+    # The operator did re-emit (revision 1) and retract (the absorbed [10, 15) of c).
+    from interlace.pipeline import Pipeline
+
+    rows = [o.row for o in oracle_window(Pipeline.from_toml(text).window,
+                                         [WindowBatch(rows=tuple({"user": u, "page": p, "ts": at(s)}
+                                                                 for u, p, s in b))
+                                          for b in SESSION_CLICKS],
+                                         columns=["user", "page", "ts"]).rows]
+    assert any(r["retracted"] for r in rows) and any(r["revision"] == 1 for r in rows)
 
 
 def test_csv_source_console_target(tmp_path):
