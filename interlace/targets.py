@@ -68,7 +68,10 @@ class DuckDBTarget:
     the same group (NULL is one group) whose ``[window_start, window_end)`` lies inside a batch
     row's bounds is deleted first: the window's earlier revision, a session's rows from before
     it grew, and a session absorbed by a merge (its ``retracted`` row). Then the live rows are
-    inserted. The table then holds exactly the final windows and sessions.
+    inserted. The table then holds exactly the final windows and sessions. Window output needs
+    no upsert: each (group, window) is one row, so its table gets no PRIMARY KEY (``key``
+    names the natural key only), and NULL group values, one group as in SQL ``GROUP BY``, are
+    stored like any other.
 
     Attributes:
         path: The DuckDB database file.
@@ -97,7 +100,7 @@ class DuckDBTarget:
         if missing:
             msg = f"target `key` column(s) {missing} are not output columns {schema.names}"
             raise ValueError(msg)
-        if self.key:
+        if self.key and self.window_groups is None:
             cols.append(f"PRIMARY KEY ({', '.join(_ident(k) for k in self.key)})")
         con = duckdb.connect(str(self.path))
         try:
@@ -148,7 +151,7 @@ class DuckDBTarget:
             if len(pdf) == 0:
                 return n_deleted
         cols = ", ".join(_ident(c) for c in pdf.columns)
-        if not self.key:
+        if not self.key or self.window_groups is not None:
             con.register("_il_batch", pdf)
             con.execute(f"INSERT INTO {t} ({cols}) SELECT {cols} FROM _il_batch")
             con.unregister("_il_batch")
@@ -239,22 +242,36 @@ class ParquetTarget:
 
 @dataclass
 class ConsoleTarget:
-    """Prints each micro-batch's rows."""
+    """Prints each micro-batch's rows: SQL NULL as ``NULL``, integer columns as integers."""
 
     label: str = "output"
     max_rows: int = 20
     written: dict[int, int] = field(default_factory=dict)
+    integral: tuple[str, ...] = ()
 
     def prepare(self, schema: Any) -> None:
-        """Nothing to prepare."""
+        """Remember the integer columns (``toPandas`` turns them to float when NULLs occur)."""
+        from pyspark.sql import types as T
+
+        ints = (T.LongType, T.IntegerType, T.ShortType, T.ByteType)
+        self.integral = tuple(f.name for f in schema.fields if isinstance(f.dataType, ints))
 
     def write(self, pdf: Any, batch_id: int) -> int:
         """Print up to ``max_rows`` rows of the batch."""
         if len(pdf):
             print(f"-- {self.label}, batch {batch_id}: {len(pdf)} rows")
-            print(pdf.head(self.max_rows).to_string(index=False))
+            print(self.render(pdf.head(self.max_rows)))
         self.written[batch_id] = len(pdf)
         return len(pdf)
+
+    def render(self, pdf: Any) -> str:
+        """Return ``pdf`` as text the way SQL shows it: ``NULL`` for every missing value."""
+        shown = pdf.copy()
+        for c in self.integral:
+            if c in shown.columns:
+                shown[c] = shown[c].astype("Int64")
+        shown = shown.astype(object).where(shown.notna(), "NULL")
+        return str(shown.to_string(index=False))
 
 
 def make_target(
