@@ -129,17 +129,33 @@ def _late_rows(totals: dict[str, int]) -> int:
 class _Progress:
     """Prints one line per micro-batch: live on a terminal, plain log lines otherwise."""
 
-    def __init__(self, out: TextIO, name: str) -> None:
+    def __init__(self, out: TextIO, name: str, horizon_ms: int = 0) -> None:
         self.out = out
         self.tty = out.isatty()
         self.name = name
+        self.horizon_ms = horizon_ms
+
+    def watermark(self, p: dict[str, Any]) -> str:
+        """The operator's watermark ``wm`` (what decides); Spark's ``W`` beside it if different.
+
+        Under ``reopen`` / ``dlq`` Spark's watermark trails ``wm`` by the horizon ``H`` (a day
+        by default under ``dlq``), so showing ``W`` alone would look a day behind the data.
+        """
+        spark_wm = (p.get("eventTime") or {}).get("watermark", "-")
+        if self.horizon_ms == 0 or spark_wm == "-":
+            return str(spark_wm)
+        w = _dt.datetime.strptime(spark_wm, "%Y-%m-%dT%H:%M:%S.%fZ")
+        if w <= _dt.datetime(1970, 1, 1):
+            return str(spark_wm)  # none yet
+        wm = w + _dt.timedelta(milliseconds=self.horizon_ms)
+        shown = f"{wm.strftime('%Y-%m-%dT%H:%M:%S.')}{wm.microsecond // 1000:03d}Z"
+        return f"{shown} (Spark's {spark_wm})"
 
     def batch(self, p: dict[str, Any], output_rows: int, late: int) -> None:
         ops = p.get("stateOperators") or [{}]
-        wm = (p.get("eventTime") or {}).get("watermark", "-")
         line = (
             f"[{self.name}] batch {p['batchId']}: in {p.get('numInputRows', 0)} rows, "
-            f"watermark {wm}, out {output_rows} rows, late {late}, "
+            f"watermark {self.watermark(p)}, out {output_rows} rows, late {late}, "
             f"state {sum(int(o.get('numRowsTotal') or 0) for o in ops)} groups / "
             f"{sum(int(o.get('memoryUsedBytes') or 0) for o in ops)} bytes"
         )
@@ -261,7 +277,9 @@ def run_pipeline(
         else writer.trigger(availableNow=True)
     )
     query = writer.start()
-    reporter = _Progress(progress, pipeline.name) if progress is not None else None
+    reporter = (
+        _Progress(progress, pipeline.name, spec.horizon_ms) if progress is not None else None
+    )
     seen: set[int] = set()
     max_event: dict[str, float] = {}
     late_policy = spec.late_data if spec.late_data != "dlq" else "drop"
@@ -272,6 +290,8 @@ def run_pipeline(
             if bid in seen:
                 continue
             seen.add(bid)
+            if not p.get("stateOperators") and not int(p.get("numInputRows") or 0):
+                continue  # no batch ran (a rerun with no new data): nothing to report
             totals = dict(acc.value)
             metrics.update_counters(totals, late_policy)
             metrics.update_progress(p, written.get(bid, 0))
@@ -331,7 +351,12 @@ def run_pipeline(
             server.shutdown()
     summary.counters = dict(acc.value)
     summary.seconds = time.time() - started
-    if progress is not None:
+    if progress is not None and summary.batches == 0 and not summary.stopped_by_user:
+        progress.write(
+            f"[{pipeline.name}] no new input: nothing to do (checkpoint "
+            f"{ckpt if ckpt.is_absolute() else base / ckpt} is up to date)\n"
+        )
+    elif progress is not None:
         progress.write(
             f"[{pipeline.name}] done: {summary.batches} batches, {summary.input_rows} rows "
             f"in, {summary.output_rows} rows out, {summary.dead_letters} dead letters, "

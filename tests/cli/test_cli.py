@@ -156,12 +156,18 @@ def dlq_join_case(root: Path):
     return log, want
 
 
-def progress_patterns(name, log, want):
+def stamp(ms):
+    return (dt.datetime(1970, 1, 1) + dt.timedelta(milliseconds=ms)).strftime(
+        "%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
+
+
+def progress_patterns(name, log, want, horizon_ms=86_400_000):
     """One regex per micro-batch: the progress line ``run_pipeline`` prints for it.
 
     Input rows from the log (one file per input per batch; 0 in the trailing no-data batch),
-    Spark's watermark, output and cumulative late rows (dead letters) from the oracle; Spark's
-    state metrics only by shape.
+    the operator's watermark ``wm = W + H`` with Spark's ``W`` beside it (``H`` is the dlq
+    horizon, a day by default: issue 11), output and cumulative late rows (dead letters) from
+    the oracle; Spark's state metrics only by shape.
     """
     patterns, late = [], 0
     for b in range(want.num_batches):
@@ -170,8 +176,7 @@ def progress_patterns(name, log, want):
         late += letters
         n_in = len(log[b].left) + len(log[b].right) if b < len(log) else 0
         w_ms = want.spark_watermarks_ms[b]
-        wm = (dt.datetime(1970, 1, 1) + dt.timedelta(milliseconds=w_ms)).strftime(
-            "%Y-%m-%dT%H:%M:%S.") + f"{w_ms % 1000:03d}Z"
+        wm = stamp(w_ms) if w_ms <= 0 else f"{stamp(w_ms + horizon_ms)} (Spark's {stamp(w_ms)})"
         line = (f"[{name}] batch {b}: in {n_in} rows, watermark {wm}, "
                 f"out {len(rows) - letters} rows, late {late}, state ")
         patterns.append(re.escape(line) + r"\d+ groups / \d+ bytes")
@@ -200,6 +205,17 @@ def test_run_join_pipeline_parquet_to_duckdb_with_dead_letters_equals_oracle(tmp
     got_letters = read_table(tmp_path / "out/result.duckdb", "letters")["dead_letter"]
     assert sorted(json.loads(x)["row"]["pay_ts"] for x in got_letters) == letters
     assert len(letters) == 2
+
+
+def test_rerun_with_no_new_input_says_so(tmp_path):
+    log = join_log(n_batches=2)
+    write_join_inputs(tmp_path, log)
+    (tmp_path / "p.toml").write_text(JOIN_TOML)
+    cli("run", "p.toml", cwd=tmp_path)
+    proc = cli("run", "p.toml", cwd=tmp_path)
+    assert "watermark -" not in proc.stderr and "batch " not in proc.stderr, proc.stderr
+    assert re.search(r"^\[orders-payments\] no new input: nothing to do \(checkpoint .*"
+                     r"out/checkpoint is up to date\)$", proc.stderr, re.MULTILINE), proc.stderr
 
 
 def test_run_on_a_terminal_rewrites_one_live_progress_line(tmp_path):
