@@ -21,7 +21,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="interlace", description="interlace streaming operators")
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run a pipeline file")
-    run.add_argument("pipeline", type=Path)
+    run.add_argument("pipeline", type=Path, help="the pipeline file (TOML)")
     run.add_argument(
         "--continuous",
         action="store_true",
@@ -31,7 +31,7 @@ def _parser() -> argparse.ArgumentParser:
         "--metrics-port", type=int, default=None, help="serve Prometheus metrics on this port"
     )
     val = sub.add_parser("validate", help="validate a pipeline file")
-    val.add_argument("pipeline", type=Path)
+    val.add_argument("pipeline", type=Path, help="the pipeline file (TOML) to check")
     demo = sub.add_parser("demo", help="run the demo pipelines on local Spark into DuckDB")
     demo.add_argument(
         "--workdir",
@@ -39,21 +39,116 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         help="where data, checkpoints and demo.duckdb go (default: a temp folder)",
     )
-    ex = sub.add_parser("explain", help="print a join's output per event of a small JSON log")
-    ex.add_argument("log", type=Path)
-    ex.add_argument("--key", default="key")
-    ex.add_argument("--value", default="value")
-    ex.add_argument(
-        "--how",
-        default="inner,left,full",
-        help="comma-separated: inner,left,right,full,left_semi,left_anti",
+    ex = sub.add_parser(
+        "explain",
+        help="print an operator's output per event of a small JSON log",
+        description="Replay a small JSON event log through the real join or window operator "
+        "function (no Spark) and print, per micro-batch, the rows it emits. See docs/explain.md.",
+        epilog="""log format (JSON):
+  {"events": [EVENT, ...]}: each event is its own micro-batch, in ts order (stable; with
+  --arrival file, as written), then Spark's trailing no-data batch if the watermark moved.
+    ts     required: seconds after 2026-01-01T00:00:00 UTC, or an ISO-8601 timestamp
+    side   "left" or "right": required by --operator join, refused by --operator window
+    ...    any other field is a column (--key/--value, --group-by/--agg)
+
+join example (join.json):
+  {"events": [{"side": "left", "ts": 3, "key": "k", "value": "A"},
+              {"side": "right", "ts": 4, "key": "k", "value": "a"}]}
+  interlace explain join.json --time-window-ms 15000 --how inner,left,full
+
+window example (win.json; the event at ts 4 is written, so arrives, last: revision 1):
+  {"events": [{"ts": 3, "key": "k1", "value": 5}, {"ts": 12, "key": "k1", "value": 2},
+              {"ts": 15, "key": "k1", "value": 1}, {"ts": 4, "key": "k1", "value": 1}]}
+  interlace explain win.json --operator window --kind tumbling --duration-ms 10000 \\
+      --agg count,sum:value --arrival file --late-data reopen --allowed-lateness-ms 10000""",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    ex.add_argument("--time-window-ms", type=int, default=None)
-    ex.add_argument("--lower-ms", type=int, default=None)
-    ex.add_argument("--upper-ms", type=int, default=None)
-    ex.add_argument("--lateness-ms", type=int, default=0)
-    ex.add_argument("--late-data", default="drop", choices=["drop", "reopen", "dlq"])
-    ex.add_argument("--allowed-lateness-ms", type=int, default=None)
+    ex.add_argument("log", type=Path, help="the JSON event log (format below)")
+    ex.add_argument(
+        "--operator",
+        default="join",
+        choices=["join", "window"],
+        help="the operator to replay the log through (default: join)",
+    )
+    ex.add_argument(
+        "--arrival",
+        default="ts",
+        choices=["ts", "file"],
+        help="the order events arrive in: ts (sorted by ts, stable; default) or file (as "
+        "written, so an event written after later ones arrives late)",
+    )
+    jo = ex.add_argument_group("join options (--operator join)")
+    jo.add_argument("--key", default=None, help="the join key field, both sides (default: key)")
+    jo.add_argument("--value", default=None, help="the field shown in the table (default: value)")
+    jo.add_argument(
+        "--how",
+        default=None,
+        help="join types, one column each, comma-separated from inner,left,right,full,"
+        "left_semi,left_anti (default: inner,left,full)",
+    )
+    jo.add_argument(
+        "--time-window-ms",
+        type=int,
+        default=None,
+        help="match rows whose times differ by at most this (symmetric bounds)",
+    )
+    jo.add_argument(
+        "--lower-ms",
+        type=int,
+        default=None,
+        help="lower bound of right.ts - left.ts (with --upper-ms, instead of --time-window-ms)",
+    )
+    jo.add_argument("--upper-ms", type=int, default=None, help="upper bound of right.ts - left.ts")
+    wo = ex.add_argument_group("window options (--operator window)")
+    wo.add_argument(
+        "--kind",
+        default=None,
+        choices=["tumbling", "hopping", "session"],
+        help="the window kind (required with --operator window)",
+    )
+    wo.add_argument(
+        "--duration-ms", type=int, default=None, help="window length (tumbling, hopping)"
+    )
+    wo.add_argument("--hop-ms", type=int, default=None, help="hop (hopping): 0 < hop <= duration")
+    wo.add_argument("--gap-ms", type=int, default=None, help="session gap (session)")
+    wo.add_argument(
+        "--group-by",
+        default=None,
+        help="group-by fields, comma-separated; '' for one group (default: key)",
+    )
+    wo.add_argument(
+        "--agg",
+        default=None,
+        help="aggregations, comma-separated, each AGG[:FIELD][=ALIAS] with AGG one of count, "
+        "sum, min, max, avg, first, last, count_distinct, e.g. count,sum:value,avg:value=mean "
+        "(default: count)",
+    )
+    late = ex.add_argument_group("late data (both operators)")
+    late.add_argument(
+        "--lateness-ms",
+        type=int,
+        default=None,
+        help="how far behind the maximum event time a row may arrive (default: 0)",
+    )
+    late.add_argument(
+        "--late-data",
+        default=None,
+        choices=["drop", "reopen", "dlq"],
+        help="what happens to a row later than that (default: drop)",
+    )
+    late.add_argument(
+        "--allowed-lateness-ms",
+        type=int,
+        default=None,
+        help="under reopen: how long closed state is kept (default: --lateness-ms)",
+    )
+    late.add_argument(
+        "--dlq-horizon-ms",
+        type=int,
+        default=None,
+        help="under dlq: how far behind the watermark late rows still reach the operator "
+        "(default: one day)",
+    )
     sub.add_parser("version", help="print the interlace version")
     return parser
 
@@ -104,19 +199,11 @@ def _dispatch(args: argparse.Namespace) -> int:
         run_demo(args.workdir)
         return 0
     if args.command == "explain":
-        from interlace.explain import explain_join, load_events
+        from interlace.explain import explain_log
 
-        kwargs: dict[str, object] = {"lateness_ms": args.lateness_ms, "late_data": args.late_data}
-        if args.time_window_ms is not None:
-            kwargs["time_window_ms"] = args.time_window_ms
-        else:
-            kwargs["lower_ms"], kwargs["upper_ms"] = args.lower_ms, args.upper_ms
-        if args.allowed_lateness_ms is not None:
-            kwargs["allowed_lateness_ms"] = args.allowed_lateness_ms
-        hows = [h.strip() for h in args.how.split(",") if h.strip()]
-        print(
-            explain_join(load_events(args.log), key=args.key, value=args.value, hows=hows, **kwargs)
-        )
+        fixed = ("command", "log", "operator", "arrival")
+        options = {k: v for k, v in vars(args).items() if k not in fixed and v is not None}
+        print(explain_log(args.log, args.operator, args.arrival, **options))
         return 0
     raise AssertionError(args.command)
 

@@ -1,46 +1,202 @@
-"""``interlace explain``: replay a small event log through a join and print a seed-003 table.
+"""``interlace explain``: replay a small event log through an operator and print a table.
 
-The log is JSON: ``{"events": [{"side": "left", "ts": 3, "key": "k1", "value": "A"}, ...]}``
-(``ts`` in seconds, or an ISO-8601 timestamp; any other fields become columns). Each event is
-its own micro-batch, in ``ts`` order, then Spark's trailing no-data batch; the table shows,
-per event, the rows each ``how`` emits in that micro-batch — computed by the real operator
-function (:func:`interlace.testing.local.run_join_locally`), not by a model.
+The log is JSON, an object with an ``events`` list (docs/explain.md)::
+
+    {"events": [{"side": "left", "ts": 3, "key": "k1", "value": "A"}, ...]}   # join
+    {"events": [{"ts": 3, "key": "k1", "value": 5}, ...]}                     # window
+
+``ts`` is seconds after 2026-01-01T00:00:00 UTC, or an ISO-8601 timestamp; a join event has a
+``side`` (``"left"`` or ``"right"``), a window event has none; any other fields become
+columns. Each event is its own micro-batch, in ``ts`` order (stable; ``arrival="file"`` keeps
+the file's order, so an event written after later ones arrives late), then Spark's trailing
+no-data batch if the watermark moved. The table shows, per micro-batch, the rows the operator
+emits in it, computed by the real operator function
+(:func:`interlace.testing.local.run_join_locally`, ``run_window_locally``), not by a model.
+
+An operator plugs in with an entry in :data:`OPERATORS`: whether its events carry a
+``side``, the options it takes, and a function ``(events, **options) -> str``.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
 import json
-from collections.abc import Sequence
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["explain_join", "load_events"]
+__all__ = [
+    "OPERATORS",
+    "Operator",
+    "explain_join",
+    "explain_log",
+    "explain_window",
+    "load_events",
+    "parse_aggregation",
+    "parse_events",
+]
 
 BASE = _dt.datetime(2026, 1, 1)
+_EPOCH = _dt.datetime(1970, 1, 1)
+_META = ("side", "ts", "_label", "_index")
+_LATE = ("lateness_ms", "late_data", "allowed_lateness_ms", "dlq_horizon_ms")
 
 
-def load_events(path: str | Path) -> list[dict[str, Any]]:
-    """Read and validate an explain log; returns events sorted by time (stable)."""
-    data = json.loads(Path(path).read_text())
-    events = data["events"] if isinstance(data, dict) else data
+def load_events(path: str | Path, operator: str = "join", arrival: str = "ts") -> list[dict]:
+    """Read and check an explain log (see :func:`parse_events`).
+
+    Args:
+        path: The JSON file.
+        operator: A key of :data:`OPERATORS`.
+        arrival: ``"ts"`` (sorted by event time, stable) or ``"file"`` (as written).
+
+    Returns:
+        The events in arrival order, ``ts`` as naive UTC datetimes.
+    """
+    try:
+        data = json.loads(Path(path).read_text())
+    except json.JSONDecodeError as exc:
+        msg = f"{path}: not JSON ({exc})"
+        raise ValueError(msg) from None
+    return parse_events(data, operator, arrival)
+
+
+def parse_events(data: Any, operator: str = "join", arrival: str = "ts") -> list[dict[str, Any]]:
+    """Check a decoded log; a malformed one raises a one-line ``ValueError``.
+
+    Args:
+        data: ``{"events": [...]}`` (a bare list of events is accepted too).
+        operator: A key of :data:`OPERATORS`; a join event needs ``side``, others refuse it.
+        arrival: ``"ts"`` (sorted by event time, stable) or ``"file"`` (as written).
+
+    Returns:
+        The events in arrival order, with ``ts`` a naive UTC datetime, ``_label`` the ``ts``
+        as written and ``_index`` the position in the file.
+    """
+    if operator not in OPERATORS:
+        msg = f"unknown operator {operator!r}; use one of {', '.join(OPERATORS)}"
+        raise ValueError(msg)
+    if arrival not in ("ts", "file"):
+        msg = f"arrival must be 'ts' or 'file' (got {arrival!r})"
+        raise ValueError(msg)
+    events = data.get("events") if isinstance(data, dict) else data
+    if isinstance(data, dict) and "events" not in data:
+        msg = 'log: missing field `events` (expected {"events": [{"ts": ..., ...}, ...]})'
+        raise ValueError(msg)
+    if not isinstance(events, list):
+        msg = f"log: field `events` must be a list of events (got {type(events).__name__})"
+        raise ValueError(msg)
+    if not events:
+        msg = "log: field `events` is empty"
+        raise ValueError(msg)
+    sided = OPERATORS[operator].sided
     out = []
     for i, e in enumerate(events):
-        if e.get("side") not in ("left", "right"):
-            msg = f"event {i}: `side` must be 'left' or 'right' (got {e.get('side')!r})"
+        if not isinstance(e, dict):
+            msg = f'event {i}: must be an object such as {{"ts": 3, ...}} (got {e!r})'
             raise ValueError(msg)
-        ts = e.get("ts")
-        if isinstance(ts, int | float):
-            when = BASE + _dt.timedelta(seconds=ts)
-        elif isinstance(ts, str):
+        if "ts" not in e:
+            msg = f"event {i}: missing field `ts` (seconds, or an ISO-8601 timestamp)"
+            raise ValueError(msg)
+        if sided and e.get("side") not in ("left", "right"):
+            got = "missing" if "side" not in e else f"got {e['side']!r}"
+            msg = f"event {i}: field `side` must be 'left' or 'right' ({got})"
+            raise ValueError(msg)
+        if not sided and "side" in e:
+            msg = f"event {i}: field `side` is for join logs; a {operator} event has no side"
+            raise ValueError(msg)
+        out.append({**e, "ts": _parse_ts(i, e["ts"]), "_label": e["ts"], "_index": i})
+    return sorted(out, key=lambda e: e["ts"]) if arrival == "ts" else out
+
+
+def _parse_ts(i: int, ts: Any) -> _dt.datetime:
+    try:
+        if isinstance(ts, int | float) and not isinstance(ts, bool) and math.isfinite(ts):
+            return BASE + _dt.timedelta(seconds=ts)
+        if isinstance(ts, str):
             when = _dt.datetime.fromisoformat(ts.replace("Z", "+00:00"))
             if when.tzinfo is not None:
                 when = when.astimezone(_dt.timezone.utc).replace(tzinfo=None)
+            return when
+    except (OverflowError, ValueError):
+        pass
+    msg = f"event {i}: field `ts` must be seconds or an ISO-8601 timestamp (got {ts!r})"
+    raise ValueError(msg)
+
+
+def explain_log(path: str | Path, operator: str = "join", arrival: str = "ts", **kw: Any) -> str:
+    """Load ``path`` and explain it with ``operator`` (what ``interlace explain`` prints).
+
+    Args:
+        path: The JSON log.
+        operator: A key of :data:`OPERATORS`.
+        arrival: ``"ts"`` or ``"file"`` (:func:`load_events`).
+        **kw: The operator's options as the CLI gives them: comma-separated strings for
+            ``how``, ``group_by`` and ``agg``; the late-data fields for every operator.
+
+    Returns:
+        The table.
+    """
+    events = load_events(path, operator, arrival)
+    stray = sorted(set(kw) - set(OPERATORS[operator].options) - set(_LATE))
+    if stray:
+        msg = f"--{stray[0].replace('_', '-')} does not apply to --operator {operator}"
+        raise ValueError(msg)
+    return OPERATORS[operator].explain(events, **kw)
+
+
+def _schema(events: Sequence[dict], needed: Sequence[str]) -> tuple[Any, Callable[[dict], dict]]:
+    """Return the Arrow schema of the events' fields (and ``needed``) and a row builder."""
+    import pyarrow as pa
+
+    cols = sorted({k for e in events for k in e if k not in _META} | set(needed) - {"ts"})
+    types = {}
+    for c in cols:
+        vals = [e.get(c) for e in events if e.get(c) is not None]
+        nums = [v for v in vals if isinstance(v, int | float) and not isinstance(v, bool)]
+        if vals and len(nums) == len(vals):
+            types[c] = pa.int64() if all(isinstance(v, int) for v in nums) else pa.float64()
         else:
-            msg = f"event {i}: `ts` must be seconds or an ISO timestamp (got {ts!r})"
-            raise ValueError(msg)
-        out.append({**e, "ts": when, "_label": ts})
-    return sorted(out, key=lambda e: e["ts"])
+            types[c] = pa.string()
+    schema = pa.schema([pa.field(c, types[c]) for c in cols] + [pa.field("ts", pa.timestamp("ns"))])
+
+    def row(e: dict[str, Any]) -> dict[str, Any]:
+        r = {c: e.get(c) for c in cols}
+        r = {c: str(v) if types[c] == pa.string() and v is not None else v for c, v in r.items()}
+        r["ts"] = e["ts"]
+        return r
+
+    return schema, row
+
+
+def _render(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """Lay out a table: header, a rule, then the rows, columns padded to their widths."""
+    widths = [max(len(header[i]), *(len(r[i]) for r in rows)) for i in range(len(header))]
+    lines = [" | ".join(h.ljust(w) for h, w in zip(header, widths, strict=True))]
+    lines.append("-+-".join("-" * w for w in widths))
+    lines += [" | ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
+    return "\n".join(lines)
+
+
+def _ts_cell(events: Sequence[dict[str, Any]], b: int) -> str:
+    """The first cell of batch ``b``: the event's ``ts`` as written, or the no-data batch."""
+    return str(events[b]["_label"]) if b < len(events) else "(no-data batch)"
+
+
+def _naive(v: _dt.datetime | None) -> _dt.datetime:
+    """``v`` as a naive UTC datetime (``BASE`` for None, a dead letter's bounds)."""
+    if v is None:
+        return BASE
+    return v.astimezone(_dt.timezone.utc).replace(tzinfo=None) if v.tzinfo else v
+
+
+def _by_batch(rows: Sequence[tuple[int, dict[str, Any]]]) -> dict[int, list[dict[str, Any]]]:
+    out: dict[int, list[dict[str, Any]]] = {}
+    for b, r in rows:
+        out.setdefault(b, []).append(r)
+    return out
 
 
 def explain_join(
@@ -59,35 +215,21 @@ def explain_join(
         value: The field shown in the table.
         hows: Join types to show, one column each.
         **join_kwargs: :class:`~interlace.Join` fields (bounds, lateness, late_data, ...).
-    """
-    import pyarrow as pa
 
+    Returns:
+        One row per micro-batch: ``ts``, the event's value under its side, then per ``how``
+        the pairs ``left - right`` emitted (``null`` for the missing side; dead letters).
+    """
     from interlace.operators.join import Join
     from interlace.testing.local import run_join_locally
     from interlace.testing.log import JoinBatch
 
-    cols = sorted(
-        {k for e in events for k in e if k not in ("side", "ts", "_label")} | {key, value}
-    )
-    types = {}
-    for c in cols:
-        vals = [e.get(c) for e in events if e.get(c) is not None]
-        types[c] = pa.int64() if vals and all(isinstance(v, int) for v in vals) else pa.string()
-    schema = pa.schema([pa.field(c, types[c]) for c in cols] + [pa.field("ts", pa.timestamp("ns"))])
-
-    def row(e: dict[str, Any]) -> dict[str, Any]:
-        r = {c: e.get(c) for c in cols}
-        r.update(
-            {c: (str(v) if types[c] == pa.string() and v is not None else v) for c, v in r.items()}
-        )
-        r["ts"] = e["ts"]
-        return r
-
+    schema, row = _schema(events, [key, value])
     log = [
         JoinBatch(left=(row(e),)) if e["side"] == "left" else JoinBatch(right=(row(e),))
         for e in events
     ]
-    per_how: dict[str, dict[int, list[str]]] = {}
+    per_how: dict[str, dict[int, list[dict[str, Any]]]] = {}
     n_batches = len(log)
     for how in hows:
         spec = Join(
@@ -100,32 +242,173 @@ def explain_join(
         )
         run = run_join_locally(spec, log, schema, schema)
         n_batches = max(n_batches, len(run.watermarks_ms))
-        cells: dict[int, list[str]] = {}
-        for b, r in run.rows:
-            if how in ("left_semi", "left_anti"):
-                text = str(r.get(value))
-            else:
-                lv, rv = r.get(f"left_{value}"), r.get(f"right_{value}")
-                text = f"{'null' if lv is None else lv} - {'null' if rv is None else rv}"
-            if r.get("_dead_letter"):
-                text = "dead letter: " + json.loads(r["_dead_letter"])["side"]
-            cells.setdefault(b, []).append(text)
-        per_how[how] = cells
-    header = ["ts", "left", "right", *hows]
+        per_how[how] = _by_batch(run.rows)
+
+    def pair(how: str, r: dict[str, Any]) -> str:
+        if r.get("_dead_letter"):
+            return "dead letter: " + json.loads(r["_dead_letter"])["side"]
+        if how in ("left_semi", "left_anti"):
+            return str(r.get(value))
+        lv, rv = r.get(f"left_{value}"), r.get(f"right_{value}")
+        return f"{'null' if lv is None else lv} - {'null' if rv is None else rv}"
+
     rows = []
     for b in range(n_batches):
-        if b < len(events):
-            e = events[b]
-            base = [
-                str(e["_label"]),
-                str(e.get(value)) if e["side"] == "left" else "",
-                str(e.get(value)) if e["side"] == "right" else "",
-            ]
-        else:
-            base = ["(no-data batch)", "", ""]
-        rows.append(base + ["  ".join(sorted(per_how[h].get(b, []))) for h in hows])
-    widths = [max(len(header[i]), *(len(r[i]) for r in rows)) for i in range(len(header))]
-    lines = [" | ".join(h.ljust(w) for h, w in zip(header, widths, strict=True))]
-    lines.append("-+-".join("-" * w for w in widths))
-    lines += [" | ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
-    return "\n".join(lines)
+        e = events[b] if b < len(events) else {}
+        sides = [str(e.get(value)) if e.get("side") == s else "" for s in ("left", "right")]
+        cells = ["  ".join(sorted(pair(h, r) for r in per_how[h].get(b, []))) for h in hows]
+        rows.append([_ts_cell(events, b), *sides, *cells])
+    return _render(["ts", "left", "right", *hows], rows)
+
+
+def parse_aggregation(text: str) -> Any:
+    """Parse ``AGG[:COLUMN][=ALIAS]`` (``count``, ``sum:value``, ``avg:value=mean``).
+
+    Args:
+        text: The aggregation; the alias defaults to ``AGG`` or ``AGG_COLUMN``.
+
+    Returns:
+        An :class:`~interlace.Aggregation`.
+    """
+    from interlace.operators.window import Aggregation
+
+    spec, _, alias = text.partition("=")
+    agg, _, column = (s.strip() for s in spec.partition(":"))
+    alias = alias.strip() or (f"{agg}_{column}" if column else agg)
+    return Aggregation(agg=agg, column=column or None, as_=alias)  # type: ignore[arg-type]
+
+
+def explain_window(
+    events: Sequence[dict[str, Any]],
+    *,
+    kind: str | None = None,
+    group_by: Sequence[str] = ("key",),
+    aggregations: Sequence[Any] = ("count",),
+    **window_kwargs: Any,
+) -> str:
+    """Return the window table for ``events``: per micro-batch, the window rows it emits.
+
+    Args:
+        events: From :func:`load_events` with ``operator="window"``.
+        kind: ``"tumbling"``, ``"hopping"`` or ``"session"``.
+        group_by: Group-by fields (none: one group).
+        aggregations: :class:`~interlace.Aggregation` objects or :func:`parse_aggregation`
+            strings.
+        **window_kwargs: :class:`~interlace.Window` fields (``duration_ms``, ``hop_ms``,
+            ``gap_ms``, lateness, late_data, ...).
+
+    Returns:
+        One line per emitted row (or per micro-batch without output): ``ts``, the event's
+        group and aggregated fields, the operator watermark ``wm`` the batch runs with, then
+        the window ``[start, end)``, group, aggregates (and revision, retracted under reopen;
+        a dead letter under dlq). Times are seconds after 2026-01-01 when every ``ts`` is.
+    """
+    from interlace.operators.window import Window
+    from interlace.testing.local import run_window_locally
+    from interlace.testing.window_oracle import WindowBatch
+
+    if kind is None:
+        msg = "--operator window needs --kind (tumbling, hopping or session)"
+        raise ValueError(msg)
+    aggs = [parse_aggregation(a) if isinstance(a, str) else a for a in aggregations]
+    group_by = tuple(group_by)
+    inputs = list(dict.fromkeys([*group_by, *(a.column for a in aggs if a.column)]))
+    for c in inputs:
+        if c != "ts" and not any(c in e for e in events):
+            msg = f"field `{c}` (--group-by / --agg) is in no event"
+            raise ValueError(msg)
+    for a in aggs:
+        for e in events if a.agg in ("sum", "avg") else ():
+            v = e.get(a.column)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int | float)):
+                msg = f"event {e['_index']}: field `{a.column}` must be a number for {a.agg}"
+                raise ValueError(msg)
+    schema, row = _schema(events, inputs)
+    spec = Window(
+        kind=kind,  # type: ignore[arg-type]
+        aggregations=aggs,
+        group_by=group_by,
+        event_time_column="ts",
+        max_groups_per_window=1_000_000,
+        key_groups=1,
+        **window_kwargs,
+    )
+    run = run_window_locally(spec, [WindowBatch(rows=(row(e),)) for e in events], schema)
+    numeric = all(isinstance(e["_label"], int | float) for e in events)
+
+    def cell(v: Any) -> str:
+        if isinstance(v, _dt.datetime):
+            s = (_naive(v) - BASE).total_seconds()
+            return (str(int(s)) if s.is_integer() else str(s)) if numeric else _naive(v).isoformat()
+        if isinstance(v, bool) or v is None:
+            return "null" if v is None else str(v).lower()
+        return str(round(v, 6)) if isinstance(v, float) else str(v)
+
+    reopen = spec.late_data == "reopen"
+    out_cols = [*group_by, *(a.as_ for a in aggs)] + (["revision", "retracted"] if reopen else [])
+
+    def emitted(r: dict[str, Any]) -> list[str]:
+        if r.get("_dead_letter"):
+            reason = json.loads(r["_dead_letter"])["reason"]
+            return [f"dead letter: {reason}", *([""] * len(out_cols))]
+        bounds = f"[{cell(r[spec.window_start_column])}, {cell(r[spec.window_end_column])})"
+        return [bounds, *(cell(r.get(c)) for c in out_cols)]
+
+    def order(r: dict[str, Any]) -> tuple[Any, ...]:
+        bounds = [_naive(r[spec.window_start_column]), _naive(r[spec.window_end_column])]
+        groups = [str(r.get(c)) for c in group_by]
+        return (bool(r.get("_dead_letter")), bounds, groups, r.get("revision") or 0)
+
+    per_batch = _by_batch(run.rows)
+    rows = []
+    for b in range(max(len(events), len(run.watermarks_ms))):
+        w = run.watermarks_ms[b] if b < len(run.watermarks_ms) else 0
+        wm = cell(_EPOCH + _dt.timedelta(milliseconds=w + spec.horizon_ms)) if w > 0 else "-"
+        e = events[b] if b < len(events) else {}
+        event = " ".join(f"{c}={cell(e.get(c))}" for c in inputs if c != "ts") if e else ""
+        lines = [emitted(r) for r in sorted(per_batch.get(b, []), key=order)]
+        for j, line in enumerate(lines or [[""] * (1 + len(out_cols))]):
+            rows.append(([_ts_cell(events, b), event, wm] if j == 0 else ["", "", ""]) + line)
+    return _render(["ts", "event", "wm", "window", *out_cols], rows)
+
+
+def _join_cli(events: Sequence[dict[str, Any]], *, how: str = "", **kwargs: Any) -> str:
+    """:func:`explain_join` with the CLI's options (``how`` comma-separated)."""
+    return explain_join(events, **({"hows": _split(how)} if how else {}), **kwargs)
+
+
+def _window_cli(
+    events: Sequence[dict[str, Any]], *, group_by: str = "key", agg: str = "count", **kwargs: Any
+) -> str:
+    """:func:`explain_window` with the CLI's options (``group_by``, ``agg`` comma-separated)."""
+    return explain_window(events, group_by=_split(group_by), aggregations=_split(agg), **kwargs)
+
+
+def _split(text: str) -> list[str]:
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
+@dataclass(frozen=True)
+class Operator:
+    """An operator explain replays logs through: whether events carry ``side``, its options.
+
+    Attributes:
+        sided: Whether each event names its input with ``side`` (``"left"`` / ``"right"``).
+        options: CLI options (argparse ``dest``) it takes besides the late-data ones.
+        explain: ``(events, **options) -> table``.
+    """
+
+    sided: bool
+    options: tuple[str, ...]
+    explain: Callable[..., str]
+
+
+OPERATORS: dict[str, Operator] = {
+    "join": Operator(
+        True, ("key", "value", "how", "time_window_ms", "lower_ms", "upper_ms"), _join_cli
+    ),
+    "window": Operator(
+        False, ("kind", "duration_ms", "hop_ms", "gap_ms", "group_by", "agg"), _window_cli
+    ),
+}
+"""The operators ``interlace explain --operator`` knows, by name."""
