@@ -158,12 +158,14 @@ class Data:
         return out
 
 
-def generate(rows: int, batches: int, keys: int, span_s: float, seed: int) -> Data:
+def generate(rows: int, batches: int, keys: int, span_s: float, seed: int,
+             resolution_us: int = 1) -> Data:
     rng = np.random.default_rng(seed)
     span_us = int(span_s * 1_000_000)
     out = []
     for i in range(batches):
         t = np.sort(T0_US + i * span_us + rng.integers(0, span_us, rows))
+        t = t // resolution_us * resolution_us  # coarse grids make boundary ties common
         k = rng.integers(0, keys, rows, dtype=np.int64)
         v = rng.integers(0, 6_400, rows).astype(np.float64) / 64.0  # exact binary fractions
         u = rng.integers(0, 1_000_000, rows, dtype=np.int64)
@@ -692,6 +694,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="extra Spark setting for the session (repeatable; both engines)")
     ap.add_argument("--no-spark", action="store_true", help="only the Spark-free measurements")
     ap.add_argument("--seed", type=int, default=20260302)
+    ap.add_argument("--resolution-us", type=int, default=1,
+                    help="round event times down to this many µs (1_000_000: whole seconds, so "
+                         "rows exactly one session gap apart and on window bounds are common)")
     ap.add_argument("--out", default=None,
                     help="results file (default bench/results/window-<date>.md)")
     ap.add_argument("--workdir", default=None, help="where inputs and checkpoints go (tmp)")
@@ -722,7 +727,7 @@ def main(argv: list[str] | None = None) -> int:
     t_start = time.perf_counter()
     failures: list[str] = []
     try:
-        data = generate(rows, batches, keys, args.span_s, args.seed)
+        data = generate(rows, batches, keys, args.span_s, args.seed, args.resolution_us)
         write_inputs(data, work / "in")
         print(f"[data] {data.input_rows:,} input rows ({batches} x {rows:,} + 1 flush row), "
               f"{keys:,} keys, {args.span_s:g} s of event time per micro-batch", flush=True)
