@@ -49,7 +49,19 @@ def spark_dropped_rows(progress: dict[str, Any]) -> int:
 
 
 def counters(spark: Any) -> Any:
-    """Return a new counters accumulator (``.value`` is a dict name -> int)."""
+    """Return a new counters accumulator (``.value`` is a dict name -> int).
+
+    Raises:
+        ConfigError: ``spark`` is a Spark Connect session (no SparkContext, no accumulators).
+    """
+    from interlace.operators._common import require_classic
+
+    require_classic(
+        spark,
+        "interlace.metrics.counters()",
+        "Run the operators without `counters` over Spark Connect; the query progress still "
+        "counts the rows Spark dropped (spark_dropped_rows)",
+    )
     return spark.sparkContext.accumulator({}, CounterParam())
 
 

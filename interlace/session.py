@@ -60,12 +60,20 @@ def local_session(
     state_store: str = "hdfs",
     changelog_checkpointing: bool = False,
     conf: Mapping[str, str] | None = None,
+    remote: str | None = None,
 ) -> Any:
     """Return (or create) a local SparkSession for interlace.
 
     Sets ``PYSPARK_PYTHON`` (and the driver's) to the running interpreter so Python workers
     import the same interlace, turns the UI and console progress bar off, uses UTC as the
     session time zone and a small number of shuffle partitions.
+
+    With ``remote``, returns a new Spark Connect session of the server at that ``sc://`` URL
+    instead (needs ``pip install 'interlace[connect]'``; docs/deploy.md, "Spark Connect"): only
+    the ``spark.sql.*`` settings and ``conf`` apply (``app_name``, ``master``, the UI and driver
+    settings are the server's). PySpark then treats the whole process as a Connect client (it
+    sets ``SPARK_CONNECT_MODE_ENABLED``; ``pyspark.sql.functions`` build Connect columns from
+    then on), so keep classic sessions out of that process.
 
     Args:
         app_name: Spark application name.
@@ -76,6 +84,8 @@ def local_session(
             queries started afterwards (a query's checkpoint keeps the provider it began with).
         changelog_checkpointing: RocksDB's changelog checkpointing (``"rocksdb"`` only).
         conf: Extra Spark settings (win over the defaults).
+        remote: A Spark Connect URL, e.g. ``sc://localhost:15002`` (see
+            :func:`interlace.testing.connect.local_connect_server`).
     """
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
@@ -92,6 +102,13 @@ def local_session(
     }
     settings.update(state_store_conf(state_store, changelog_checkpointing))
     settings.update(conf or {})
+    if remote is not None:
+        # create(), not getOrCreate(): the latter refuses while a classic SparkContext lives.
+        connect_builder = SparkSession.builder.remote(remote)
+        for k, v in settings.items():
+            if k.startswith("spark.sql.") or k in (conf or {}):
+                connect_builder = connect_builder.config(k, v)
+        return connect_builder.create()
     builder = SparkSession.builder.master(master).appName(app_name)
     for k, v in settings.items():
         builder = builder.config(k, v)

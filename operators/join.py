@@ -43,6 +43,7 @@ from interlace.operators._common import (
     TimeMode,
     arrow_schema_for,
     as_name_tuple,
+    check_counters,
     check_event_time,
     check_int,
     check_late_data_fields,
@@ -1184,6 +1185,7 @@ def prepare_join(left: Any, right: Any, spec: Join, *, counters: Any | None = No
     from pyspark.sql.streaming.state import GroupStateTimeout
 
     guard_source_checkout(left.sparkSession)
+    check_counters(left, counters)
     sides = {}
     for name, df in (("left", left), ("right", right)):
         what = f"the {name} input"

@@ -39,6 +39,7 @@ from interlace.operators._common import (
     TimeMode,
     arrow_schema_for,
     as_name_tuple,
+    check_counters,
     check_event_time,
     check_int,
     check_late_data_fields,
@@ -1234,6 +1235,7 @@ def prepare_window(df: Any, spec: Window, *, counters: Any | None = None) -> Win
     from pyspark.sql import types as T
     from pyspark.sql.streaming.state import GroupStateTimeout
 
+    check_counters(df, counters)
     what = "the input"
     require_streaming(df, what)
     reject_reserved(df, what)

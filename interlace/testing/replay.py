@@ -4,7 +4,10 @@ Each input stream is a file source (Parquet) reading one file per trigger
 (``maxFilesPerTrigger=1``): the harness writes file ``i`` of every input for log batch ``i``
 (an empty file when that input has no rows), so Spark's micro-batch ``i`` holds exactly log batch
 ``i`` of every input. The query runs with ``trigger(availableNow=True)``; a ``foreachBatch``
-sink collects the output rows with their batch id. Spark may add a no-data batch when the
+sink writes each micro-batch's output rows, tagged with the batch id, to Parquet in the work
+folder, read back once the query ends, so the same harness runs on a classic SparkSession and
+over Spark Connect, whose ``foreachBatch`` function runs in a server-side Python process that
+cannot hand rows to the client's objects. Spark may add a no-data batch when the
 watermark moved (it does at the end of every run): :attr:`ReplayResult.batches` says which
 batches read which log batch, and :meth:`ReplayResult.scheduled` returns the log as Spark ran
 it (an empty batch for each no-data batch), which is what the oracle should be given.
@@ -31,6 +34,9 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["ReplayBatch", "ReplayResult", "replay_join", "replay_streams", "write_parquet_rows"]
+
+#: Column holding the batch id in the collected output files (interlace's reserved prefix).
+BATCH_ID_COLUMN = "__il_replay_batch_id"
 
 
 @dataclass(frozen=True)
@@ -151,7 +157,8 @@ def replay_streams(
     """Replay per-batch rows of several inputs through ``build`` on real Spark.
 
     Args:
-        spark: A SparkSession (session time zone UTC; see :func:`interlace.local_session`).
+        spark: A SparkSession, classic or Spark Connect with a server on this machine (session
+            time zone UTC; see :func:`interlace.local_session`).
         streams: Input name -> (Spark schema, rows per log batch). All inputs have the same
             number of log batches.
         build: Takes ``{name: streaming DataFrame}`` and returns the streaming output.
@@ -175,6 +182,8 @@ def replay_streams(
     try:
         for name in streams:
             (root / "in" / name).mkdir(parents=True, exist_ok=True)
+        out_dir = tempfile.mkdtemp(prefix="out-", dir=root)  # fresh, even in a reused workdir
+        out_schema = None
         cuts = sorted({0, *[k for k in restart_at if 0 < k < n], n})
         base_mtime = 1_700_000_000.0
         for start, stop in zip(cuts, cuts[1:], strict=False):
@@ -190,13 +199,9 @@ def replay_streams(
                 for name, (schema, _) in streams.items()
             }
             out = build(frames)
-
-            def collect(df: Any, batch_id: int) -> None:
-                for row in df.collect():
-                    result.rows.append((batch_id, row.asDict()))
-
+            out_schema = out.schema
             query = (
-                out.writeStream.foreachBatch(collect)
+                out.writeStream.foreachBatch(_batch_writer(out_dir))
                 .option("checkpointLocation", str(ckpt))
                 .trigger(availableNow=True)
                 .start()
@@ -208,10 +213,39 @@ def replay_streams(
                     continue
                 result.batches.append(_batch_info(p, len(streams)).with_timestamp(ckpt))
         result.batches.sort(key=lambda b: b.batch_id)
+        result.rows = _read_output(spark, out_dir, out_schema)
         return result
     finally:
         if own_dir:
             shutil.rmtree(root, ignore_errors=True)
+
+
+def _batch_writer(out_dir: str) -> Callable[[Any, int], None]:
+    """The ``foreachBatch`` function: append the batch, tagged with its id, to ``out_dir``.
+
+    It refers to nothing but ``out_dir``, so it pickles to the server under Spark Connect.
+    """
+
+    def write(df: Any, batch_id: int) -> None:
+        tagged = df.selectExpr("*", f"CAST({int(batch_id)} AS BIGINT) AS `{BATCH_ID_COLUMN}`")
+        tagged.write.mode("append").parquet(out_dir)
+
+    return write
+
+
+def _read_output(spark: Any, out_dir: str, schema: Any) -> list[tuple[int, dict[str, Any]]]:
+    """The rows :func:`_batch_writer` wrote, as ``(batch_id, row)`` in batch order."""
+    if schema is None:
+        return []
+    from pyspark.sql import types as T
+
+    tagged = T.StructType([*schema.fields, T.StructField(BATCH_ID_COLUMN, T.LongType(), False)])
+    rows = []
+    for row in spark.read.schema(tagged).parquet(out_dir).collect():
+        d = row.asDict()
+        rows.append((int(d.pop(BATCH_ID_COLUMN)), d))
+    rows.sort(key=lambda r: r[0])
+    return rows
 
 
 def _batch_info(progress: Mapping[str, Any], n_inputs: int) -> ReplayBatch:
@@ -230,7 +264,10 @@ def _batch_info(progress: Mapping[str, Any], n_inputs: int) -> ReplayBatch:
     if wm_raw:
         wm = _dt.datetime.strptime(wm_raw, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=_dt.timezone.utc)
         wm_ms = int(wm.timestamp() * 1000)
-    return ReplayBatch(int(progress["batchId"]), log_index, wm_ms, int(progress["numInputRows"]))
+    n_rows = progress.get("numInputRows")  # absent from the progress Spark Connect returns
+    if n_rows is None:
+        n_rows = sum(int(src["numInputRows"]) for src in progress["sources"])
+    return ReplayBatch(int(progress["batchId"]), log_index, wm_ms, int(n_rows))
 
 
 def replay_join(
