@@ -2,7 +2,8 @@
 
 * ``interlace run PIPELINE.toml [--continuous] [--metrics-port N]`` — run a pipeline.
 * ``interlace validate PIPELINE.toml`` — check a pipeline file, no Spark started.
-* ``interlace demo [--workdir DIR]`` — the README's main job on local Spark into DuckDB.
+* ``interlace demo [--workdir DIR] [--master URL]`` — the README's main job on Spark (local by
+  default) into DuckDB.
 * ``interlace explain LOG.json --time-window-ms 15000 ...`` — a seed-003-style join table.
 * ``interlace version``.
 """
@@ -38,6 +39,12 @@ def _parser() -> argparse.ArgumentParser:
         type=Path,
         default=None,
         help="where data, checkpoints and demo.duckdb go (default: a temp folder)",
+    )
+    demo.add_argument(
+        "--master",
+        default=None,
+        help="Spark master URL, e.g. spark://host:7077 (default: local[2]); on a cluster, "
+        "--workdir must be a folder every executor sees at the same path",
     )
     ex = sub.add_parser(
         "explain",
@@ -196,7 +203,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "demo":
         from interlace.demo import run_demo
 
-        run_demo(args.workdir)
+        run_demo(args.workdir, master=args.master)
         return 0
     if args.command == "explain":
         from interlace.explain import explain_log

@@ -234,8 +234,19 @@ class DemoResult:
     seconds: float
 
 
-def run_demo(workdir: Path | None = None, *, spark: Any = None, quiet: bool = False) -> DemoResult:
-    """Generate the data, run both pipelines, print a summary (unless ``quiet``)."""
+def run_demo(
+    workdir: Path | None = None,
+    *,
+    spark: Any = None,
+    quiet: bool = False,
+    master: str | None = None,
+) -> DemoResult:
+    """Generate the data, run both pipelines, print a summary (unless ``quiet``).
+
+    ``master`` is the Spark master URL of the session the demo creates (default ``local[2]``;
+    ignored when ``spark`` is given). On a cluster, ``workdir`` must be a folder the executors
+    see at the same path (data and checkpoints live there).
+    """
     import duckdb
 
     from interlace.runner import run_pipeline
@@ -244,7 +255,7 @@ def run_demo(workdir: Path | None = None, *, spark: Any = None, quiet: bool = Fa
     started = time.time()
     root = Path(workdir).resolve() if workdir else Path(tempfile.mkdtemp(prefix="interlace-demo-"))
     root.mkdir(parents=True, exist_ok=True)
-    spark = spark or local_session("interlace-demo")
+    spark = spark or local_session("interlace-demo", **({"master": master} if master else {}))
     orders, payments = generate_orders_payments()
     _write(root / "data/orders", orders, ORDERS_DDL, spark)
     _write(root / "data/payments", payments, PAYMENTS_DDL, spark)

@@ -55,6 +55,7 @@ from interlace.operators._common import (
     require_columns,
     require_streaming,
 )
+from interlace.metrics import add_counts, new_operator_id
 from interlace.operators.errors import ConfigError
 from interlace.state import blob
 from interlace.state.buffers import (
@@ -997,6 +998,7 @@ class JoinFunction:
     def __init__(self, plan: JoinPlan, counters: Any | None = None) -> None:
         self.plan = plan
         self.counters = counters
+        self.op_id = new_operator_id()  # keys its counters (interlace.metrics)
 
     def __call__(
         self, key: Any, frames: Iterator[pd.DataFrame], state: Any
@@ -1018,7 +1020,7 @@ class JoinFunction:
         if result.output.num_rows:
             yield table_to_pandas(result.output)
         if self.counters is not None and result.counters:
-            self.counters.add(result.counters)
+            add_counts(self.counters, self.op_id, key, state, result.counters)
         # State last: outputs exist before anything is evicted from the stored buffers.
         if result.state.num_rows == 0:
             state.remove()

@@ -51,6 +51,7 @@ from interlace.operators._common import (
     require_columns,
     require_streaming,
 )
+from interlace.metrics import add_counts, new_operator_id
 from interlace.operators.errors import ConfigError, StateCapError
 from interlace.operators.join import _json_value
 from interlace.state import blob
@@ -1156,6 +1157,7 @@ class WindowFunction:
     def __init__(self, plan: WindowPlan, counters: Any | None = None) -> None:
         self.plan = plan
         self.counters = counters
+        self.op_id = new_operator_id()  # keys its counters (interlace.metrics)
 
     def __call__(
         self, key: Any, frames: Iterator[pd.DataFrame], state: Any
@@ -1183,7 +1185,7 @@ class WindowFunction:
         if len(result.output):
             yield result.output
         if self.counters is not None and result.counters:
-            self.counters.add(result.counters)
+            add_counts(self.counters, self.op_id, key, state, result.counters)
         if result.state.slots.num_rows == 0:
             state.remove()
         else:
