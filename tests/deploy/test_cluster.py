@@ -724,13 +724,13 @@ class Tee:
 def _driver_kill(args: dict[str, Any]) -> dict[str, Any]:
     import functools
 
+    from interlace.operators._common import DEAD_LETTER_COLUMN
     from pyspark.accumulators import AccumulatorParam
     from pyspark.sql import types as T
 
     import interlace.metrics as metrics
     from interlace import stream_join
     from interlace.demo import ORDERS_DDL, PAYMENTS_DDL, demo_pipelines
-    from interlace.operators._common import DEAD_LETTER_COLUMN
     from interlace.targets import DuckDBTarget
     from interlace.testing.local import run_join_locally
     from interlace.testing.log import JoinBatch

@@ -16,6 +16,7 @@ import pickle
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+from interlace.operators.window import TIME_US_COLUMN, WindowFunction, WindowPlan
 from pyspark.accumulators import Accumulator, AccumulatorParam
 
 from interlace import Aggregation, Window
@@ -27,7 +28,6 @@ from interlace.metrics import (
     PipelineMetrics,
     add_counts,
 )
-from interlace.operators.window import TIME_US_COLUMN, WindowFunction, WindowPlan
 from interlace.testing.local import FakeGroupState
 
 _aid = iter(range(900_000, 1_000_000))
