@@ -19,13 +19,13 @@ driver merges a task's entries by replacement, not addition. A task Spark re-exe
 shuffle output or a cached block died with an executor) or a ``foreachBatch`` that runs two
 actions on the operator's output without caching it (so the operator runs twice) sends the
 same entries again, which overwrite the earlier ones; ``.value`` is the sum of the entries.
-Failed attempts never count (Spark drops their accumulator updates). The driver keeps the entries of each
-operator's last :data:`KEEP_BATCHES` micro-batches and folds older ones into a running total
-(a repeat of a folded batch is ignored), so memory stays at ``KEEP_BATCHES x key groups``
-entries per operator. One operator instance (one ``stream_join`` / ``window_aggregate`` call)
-belongs in one running query: two queries started from the same output DataFrame share its
-identity, and a batch of one starting in the same millisecond as a batch of the other would
-count once.
+Failed attempts never count (Spark drops their accumulator updates). The driver keeps the
+entries of each operator's last :data:`KEEP_BATCHES` micro-batches and folds older ones into a
+running total (a repeat of a folded batch is ignored), so memory stays at
+``KEEP_BATCHES x key groups`` entries per operator. One operator instance (one
+``stream_join`` / ``window_aggregate`` call) belongs in one running query: two queries
+started from the same output DataFrame share its identity, and a batch of one starting in the
+same millisecond as a batch of the other would count once.
 """
 
 from __future__ import annotations
@@ -146,9 +146,12 @@ def _summed(a: Mapping[str, int] | None, b: Mapping[str, int]) -> dict[str, int]
 
 
 class CounterParam(AccumulatorParam):  # type: ignore[type-arg]
-    """Merges :class:`CounterTotals`: a call's counts add up within a task, and a task's
-    entries replace the same (operator, key group, micro-batch) on the driver; plain dicts
-    name -> int add (for code that adds its own counts)."""
+    """Merges :class:`CounterTotals` by replacement, plain dicts by addition.
+
+    A call's counts add up within a task, and a task's entries replace the same (operator, key
+    group, micro-batch) on the driver; plain dicts name -> int add (for code that adds its own
+    counts).
+    """
 
     def zero(self, value: Any) -> CounterTotals:
         """Return empty totals."""
@@ -230,6 +233,11 @@ class PipelineMetrics:
     * ``interlace_join_buffered_rows`` (gauge; ``side``), ``interlace_join_matches_total``,
       ``interlace_join_unmatched_emitted_total`` (counter; ``side``).
     * ``interlace_input_rows_total``, ``interlace_output_rows_total``, ``interlace_batches_total``.
+    * ``interlace_rows_dropped_total`` (counter; ``reason``): every input row removed without
+      any output: ``late`` (the operator's late drops), ``spark_watermark`` (Spark's
+      pre-filter), ``null_event_time``, ``null_key``.
+    * ``interlace_malformed_rows_total`` (counter): JSON / CSV records with a field Spark could
+      not parse (kept with the field NULL; the raw record goes with dead letters).
     """
 
     def __init__(self, pipeline: str, kind: str) -> None:
@@ -277,6 +285,14 @@ class PipelineMetrics:
             "interlace_output_rows", "Rows written to the target", lp, registry=r
         )
         self.batches = Counter("interlace_batches", "Micro-batches run", lp, registry=r)
+        self.dropped = Counter(
+            "interlace_rows_dropped", "Input rows removed without output", [*lp, "reason"],
+            registry=r,
+        )
+        self.malformed = Counter(
+            "interlace_malformed_rows", "Records with a field Spark could not parse", lp,
+            registry=r,
+        )
         self._seen: dict[str, int] = {}
 
     def serve(self, port: int) -> Any:
@@ -298,6 +314,11 @@ class PipelineMetrics:
         late = sum(delta(n) for n in ("late_dropped", "late_dropped_left", "late_dropped_right"))
         if late:
             self.late_dropped.labels(p, late_policy).inc(late)
+            self.dropped.labels(p, "late").inc(late)
+        for reason in ("null_event_time", "null_key"):
+            n = sum(delta(f"{reason}_dropped{s}") for s in ("", "_left", "_right"))
+            if n:
+                self.dropped.labels(p, reason).inc(n)
         dead = sum(delta(n) for n in ("dead_lettered", "dead_lettered_left", "dead_lettered_right"))
         if dead:
             self.late_dropped.labels(p, "dlq").inc(dead)
@@ -335,6 +356,12 @@ class PipelineMetrics:
             spark_dropped = spark_dropped_rows(progress)
             if spark_dropped:
                 self.late_dropped.labels(p, "spark").inc(spark_dropped)
+                self.dropped.labels(p, "spark_watermark").inc(spark_dropped)
+
+    def add_malformed(self, rows: int) -> None:
+        """Count one micro-batch's malformed records (observed at the sources)."""
+        if rows:
+            self.malformed.labels(self.pipeline).inc(rows)
 
     def set_watermark(self, source: str, seconds: float) -> None:
         """Set a watermark gauge (``source="_global"`` for the operator's ``wm``)."""

@@ -31,7 +31,8 @@ class RunSummary:
 
     ``spark_dropped`` counts input rows Spark's watermark pre-filter removed before the
     operator saw them (``numRowsDroppedByWatermark``); the operator's own late rows are in
-    ``counters``.
+    ``counters``. ``malformed`` counts JSON / CSV records with a field Spark could not parse
+    (PERMISSIVE mode: the field is NULL, the raw record is kept for dead letters).
     """
 
     batches: int = 0
@@ -39,6 +40,7 @@ class RunSummary:
     output_rows: int = 0
     dead_letters: int = 0
     spark_dropped: int = 0
+    malformed: int = 0
     counters: dict[str, int] = field(default_factory=dict)
     stopped_by_user: bool = False
     seconds: float = 0.0
@@ -71,7 +73,13 @@ def _read_source(spark: Any, src: Any, base: Path) -> Any:
     if opts:
         reader = reader.options(**{k: str(v) for k, v in opts.items()})
     if src.schema:
-        reader = reader.schema(src.schema)
+        schema = src.schema
+        if _tracks_malformed(src):
+            # Spark's PERMISSIVE mode turns a field it cannot parse into NULL; with this column
+            # it also keeps the raw record, which dead letters then carry (issue 11).
+            schema = f"{schema}, {CORRUPT_RECORD} STRING"
+            reader = reader.option("columnNameOfCorruptRecord", CORRUPT_RECORD)
+        reader = reader.schema(schema)
     if src.path:
         path = Path(src.path)
         df = reader.load(str(path if path.is_absolute() else base / path))
@@ -92,8 +100,29 @@ def _read_source(spark: Any, src: Any, base: Path) -> Any:
     return df
 
 
+#: The column that holds a JSON / CSV record Spark could not parse in full (PERMISSIVE mode).
+CORRUPT_RECORD = "_corrupt_record"
+
+
+def _tracks_malformed(src: Any) -> bool:
+    """Whether the source gets :data:`CORRUPT_RECORD` (JSON / CSV in PERMISSIVE mode)."""
+    opts = {k.lower(): str(v) for k, v in dict(src.options or {}).items()}
+    return (
+        src.format in ("json", "csv")
+        and bool(src.schema)
+        and opts.get("mode", "PERMISSIVE").upper() == "PERMISSIVE"
+        and "columnnameofcorruptrecord" not in opts
+    )
+
+
 def build_query_input(spark: Any, pipeline: Any, *, base: Path, counters: Any | None = None) -> Any:
-    """Return the streaming output DataFrame of ``pipeline`` (sources → pre-stages → operator)."""
+    """Return the streaming output DataFrame of ``pipeline`` (sources → pre-stages → operator).
+
+    JSON and CSV sources in Spark's default PERMISSIVE mode read with a
+    ``_corrupt_record`` column: a record with a field Spark cannot parse keeps the raw text
+    there (its bad fields are NULL), counted per micro-batch as ``malformed`` (observed metric
+    ``src_NAME``) and carried into dead letters; it is left out of the operator's output rows.
+    """
     from pyspark.sql import functions as F
 
     from interlace.operators.join import stream_join
@@ -102,16 +131,23 @@ def build_query_input(spark: Any, pipeline: Any, *, base: Path, counters: Any | 
     frames = {}
     for src in pipeline.sources:
         df = _read_source(spark, src, base)
+        observed = []
         if src.event_time_column and src.event_time_column in df.columns:
-            df = df.observe(f"src_{src.name}", F.max(src.event_time_column).alias("max_event_time"))
+            observed.append(F.max(src.event_time_column).alias("max_event_time"))
+        if CORRUPT_RECORD in df.columns and _tracks_malformed(src):
+            observed.append(F.count(CORRUPT_RECORD).alias("malformed"))
+        if observed:
+            df = df.observe(f"src_{src.name}", *observed)
         frames[src.name] = df
     if pipeline.join is not None:
-        return stream_join(
+        out = stream_join(
             frames[pipeline.left_source],
             frames[pipeline.right_source],
             pipeline.join,
             counters=counters,
         )
+        # The raw record stays in dead letters (their `row`), not in the joined rows.
+        return out.drop(*[c for c in out.columns if c.endswith(CORRUPT_RECORD)])
     assert pipeline.window is not None
     name = pipeline.window_source or pipeline.sources[0].name
     df = frames[name]
@@ -119,6 +155,12 @@ def build_query_input(spark: Any, pipeline: Any, *, base: Path, counters: Any | 
         df.createOrReplaceTempView("source")
         df = spark.sql(pipeline.transform_sql)
     return window_aggregate(df, pipeline.window, counters=counters)
+
+
+def _dropped_rows(totals: dict[str, int]) -> int:
+    """Rows the operator removed without any output so far: late, NULL event time, NULL key."""
+    drops = ("late_dropped", "null_event_time_dropped", "null_key_dropped")
+    return sum(v for k, v in totals.items() if k.startswith(drops))
 
 
 def _late_rows(totals: dict[str, int]) -> int:
@@ -151,11 +193,15 @@ class _Progress:
         shown = f"{wm.strftime('%Y-%m-%dT%H:%M:%S.')}{wm.microsecond // 1000:03d}Z"
         return f"{shown} (Spark's {spark_wm})"
 
-    def batch(self, p: dict[str, Any], output_rows: int, late: int) -> None:
+    def batch(
+        self, p: dict[str, Any], output_rows: int, late: int, dropped: int, malformed: int
+    ) -> None:
+        """Print one micro-batch: ``late`` so far; ``dropped`` and ``malformed`` in this batch."""
         ops = p.get("stateOperators") or [{}]
         line = (
             f"[{self.name}] batch {p['batchId']}: in {p.get('numInputRows', 0)} rows, "
             f"watermark {self.watermark(p)}, out {output_rows} rows, late {late}, "
+            f"dropped {dropped}, malformed {malformed}, "
             f"state {sum(int(o.get('numRowsTotal') or 0) for o in ops)} groups / "
             f"{sum(int(o.get('memoryUsedBytes') or 0) for o in ops)} bytes"
         )
@@ -254,6 +300,7 @@ def run_pipeline(
     # batches at once, and the accumulator then already holds the later batches' counts
     # (tests/cli/test_cli.py::test_progress_late_count_is_as_of_each_batch_even_when_printing_lags).
     late_at: dict[int, int] = {}
+    dropped_at: dict[int, int] = {}  # likewise the operator's drops so far
 
     def sink(df: Any, batch_id: int) -> None:
         pdf = df.toPandas()
@@ -265,7 +312,9 @@ def run_pipeline(
             assert dead is not None
             summary.dead_letters += dead.write(letters.reset_index(drop=True), batch_id)
         written[batch_id] = target.write(pdf.reset_index(drop=True), batch_id)
-        late_at[batch_id] = _late_rows(acc.value)
+        totals = acc.value
+        late_at[batch_id] = _late_rows(totals)
+        dropped_at[batch_id] = _dropped_rows(totals)
 
     ckpt = Path(pipeline.checkpoint_path())
     writer = out.writeStream.foreachBatch(sink).option(
@@ -283,6 +332,7 @@ def run_pipeline(
     seen: set[int] = set()
     max_event: dict[str, float] = {}
     late_policy = spec.late_data if spec.late_data != "dlq" else "drop"
+    dropped_before = [0]  # the operator's drops up to the last batch reported
 
     def drain() -> None:
         for p in query.recentProgress:
@@ -295,10 +345,12 @@ def run_pipeline(
             totals = dict(acc.value)
             metrics.update_counters(totals, late_policy)
             metrics.update_progress(p, written.get(bid, 0))
+            malformed = 0
             for name, row in (p.get("observedMetrics") or {}).items():
                 # A Row (or a dict from JSON); the time is a string in the session time zone,
                 # which local_session sets to UTC.
                 fields = row.asDict() if hasattr(row, "asDict") else dict(row or {})
+                malformed += int(fields.get("malformed") or 0)
                 value = fields.get("max_event_time")
                 if value:
                     ts = _dt.datetime.fromisoformat(str(value).replace("Z", "+00:00"))
@@ -317,9 +369,16 @@ def run_pipeline(
             summary.batches += 1
             summary.input_rows += int(p.get("numInputRows") or 0)
             summary.output_rows += written.get(bid, 0)
-            summary.spark_dropped += spark_dropped_rows(p)
+            spark_dropped = spark_dropped_rows(p)
+            summary.spark_dropped += spark_dropped
+            summary.malformed += malformed
+            op_dropped = dropped_at.get(bid, _dropped_rows(totals))
+            dropped = spark_dropped + op_dropped - dropped_before[0]
+            dropped_before[0] = op_dropped
+            metrics.add_malformed(malformed)
             if reporter is not None:
-                reporter.batch(p, written.get(bid, 0), late_at.get(bid, _late_rows(totals)))
+                late = late_at.get(bid, _late_rows(totals))
+                reporter.batch(p, written.get(bid, 0), late, dropped, malformed)
 
     stop = threading.Event()
     previous = (
@@ -360,6 +419,7 @@ def run_pipeline(
         progress.write(
             f"[{pipeline.name}] done: {summary.batches} batches, {summary.input_rows} rows "
             f"in, {summary.output_rows} rows out, {summary.dead_letters} dead letters, "
+            f"{summary.malformed} malformed, "
             f"counters {json.dumps(summary.counters, sort_keys=True)}\n"
         )
     return summary

@@ -55,7 +55,6 @@ from interlace.operators._common import (
     require_columns,
     require_streaming,
 )
-from interlace.metrics import add_counts, new_operator_id
 from interlace.operators.errors import ConfigError
 from interlace.state import blob
 from interlace.state.buffers import (
@@ -73,6 +72,8 @@ from interlace.state.keygroups import (
     validate_key_groups,
 )
 from numpy.typing import NDArray
+
+from interlace.metrics import add_counts, new_operator_id
 
 __all__ = [
     "Join",

@@ -51,7 +51,6 @@ from interlace.operators._common import (
     require_columns,
     require_streaming,
 )
-from interlace.metrics import add_counts, new_operator_id
 from interlace.operators.errors import ConfigError, StateCapError
 from interlace.operators.join import _json_value
 from interlace.state import blob
@@ -64,6 +63,8 @@ from interlace.state.keygroups import (
     validate_key_groups,
 )
 from numpy.typing import NDArray
+
+from interlace.metrics import add_counts, new_operator_id
 
 __all__ = [
     "Aggregation",

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from cli_support import read_table, rows_of
+from cli_support import INTERLACE, cli, read_table, rows_of
 from pyspark.sql import types as T
 
 from interlace.testing.log import JoinBatch
@@ -33,7 +33,6 @@ from interlace.testing.window_oracle import WindowBatch, oracle_window
 pytestmark = pytest.mark.spark
 
 T0 = dt.datetime(2026, 1, 1)
-INTERLACE = [sys.executable, "-m", "interlace.cli"]
 ORDERS = T.StructType([T.StructField("order_id", T.LongType()), T.StructField("amount", T.DoubleType()),
                        T.StructField("order_ts", T.TimestampType())])
 PAYS = T.StructType([T.StructField("order_id", T.LongType()), T.StructField("paid", T.DoubleType()),
@@ -42,15 +41,6 @@ PAYS = T.StructType([T.StructField("order_id", T.LongType()), T.StructField("pai
 
 def at(sec):
     return T0 + dt.timedelta(seconds=sec)
-
-
-def cli(*args, cwd, timeout=600, check=True):
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
-    proc = subprocess.run([*INTERLACE, *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=timeout, env=env)
-    if check and proc.returncode != 0:
-        raise AssertionError(f"exit {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}")
-    return proc
 
 
 def join_log(n_batches=4):
@@ -177,8 +167,10 @@ def progress_patterns(name, log, want, horizon_ms=86_400_000):
         n_in = len(log[b].left) + len(log[b].right) if b < len(log) else 0
         w_ms = want.spark_watermarks_ms[b]
         wm = stamp(w_ms) if w_ms <= 0 else f"{stamp(w_ms + horizon_ms)} (Spark's {stamp(w_ms)})"
+        # Under dlq nothing is dropped: every late row is a dead letter (and the day-long
+        # horizon keeps Spark's pre-filter away); the Parquet inputs have no malformed records.
         line = (f"[{name}] batch {b}: in {n_in} rows, watermark {wm}, "
-                f"out {len(rows) - letters} rows, late {late}, state ")
+                f"out {len(rows) - letters} rows, late {late}, dropped 0, malformed 0, state ")
         patterns.append(re.escape(line) + r"\d+ groups / \d+ bytes")
     assert late == 2 and want.num_batches == len(log) + 1
     return patterns
@@ -479,6 +471,82 @@ def test_session_reopen_into_duckdb_converges_to_the_final_sessions(tmp_path):
                                           for b in SESSION_CLICKS],
                                          columns=["user", "page", "ts"]).rows]
     assert any(r["retracted"] for r in rows) and any(r["revision"] == 1 for r in rows)
+
+
+BAD_TOML = """
+name = "bad"
+
+[[sources]]
+name = "events"
+format = "json"
+path = "in/events"
+schema = "user STRING, amount DOUBLE, ts TIMESTAMP"
+event_time_column = "ts"
+
+[transform.window]
+kind = "tumbling"
+duration_ms = 10000
+lateness_ms = 1000
+group_by = ["user"]
+late_data = "dlq"
+dlq_horizon_ms = 1000
+max_groups_per_window = 100
+key_groups = 2
+
+[[transform.window.aggregations]]
+agg = "sum"
+column = "amount"
+as = "total"
+
+[target]
+kind = "duckdb"
+path = "out/b.duckdb"
+table = "totals"
+
+[dead_letter]
+kind = "duckdb"
+path = "out/b.duckdb"
+table = "letters"
+
+[spark]
+checkpoint = "out/checkpoint"
+shuffle_partitions = 2
+"""
+
+
+def test_bad_records_are_counted_per_batch_and_dead_letters_keep_the_raw_input(tmp_path):
+    """Issue 11: nothing bad vanishes without a trace."""
+    def rec(user, amount, sec):
+        ts = at(sec).isoformat() + "Z" if isinstance(sec, int) else sec
+        return json.dumps({"user": user, "amount": amount, "ts": ts})
+
+    batches = [
+        [rec("a", 1, 1), rec("a", "abc", 2), rec("b", 2, 3)],  # "abc" is not a DOUBLE
+        [rec("a", 4, 30), rec("a", 5, "not-a-time")],         # unparsable event time
+        [rec("z", 0, 40)],
+        # b@2 is behind the previous batch's Spark watermark (28 s): Spark removes it.
+        [rec("b", 7, 2), rec("z", 0, 500)],
+    ]
+    folder = tmp_path / "in" / "events"
+    folder.mkdir(parents=True)
+    for i, lines in enumerate(batches):
+        (folder / f"{i:06d}.json").write_text("\n".join(lines) + "\n")
+        os.utime(folder / f"{i:06d}.json", (1_700_000_000 + i, 1_700_000_000 + i))
+    (tmp_path / "b.toml").write_text(BAD_TOML)
+    proc = cli("run", "b.toml", cwd=tmp_path)
+    for b, (dropped, malformed) in enumerate([(0, 1), (0, 1), (0, 0), (1, 0)]):
+        assert re.search(rf"^\[bad\] batch {b}: .*, dropped {dropped}, malformed {malformed}, "
+                         r"state ", proc.stderr, re.MULTILINE), proc.stderr
+    assert re.search(r"^\[bad\] done: .* 2 malformed, ", proc.stderr, re.MULTILINE)
+    totals = {(r["user"], r["window_start"]): r["total"]
+              for r in rows_of(read_table(tmp_path / "out/b.duckdb", "totals"))}
+    assert totals == {("a", at(0)): 1.0, ("b", at(0)): 2.0, ("a", at(30)): 4.0,
+                      ("z", at(40)): 0.0}
+    letters = [json.loads(x) for x in read_table(tmp_path / "out/b.duckdb", "letters")["dead_letter"]]
+    assert [x["reason"] for x in letters] == ["null_event_time"]
+    assert letters[0]["row"]["ts"] is None
+    assert json.loads(letters[0]["row"]["_corrupt_record"]) == {"user": "a", "amount": 5,
+                                                                 "ts": "not-a-time"}
 
 
 def test_csv_source_console_target(tmp_path):
