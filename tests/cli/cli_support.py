@@ -1,4 +1,4 @@
-"""Helpers shared by the CLI tests: read a DuckDB table back as rows the oracles compare.
+"""Helpers shared by the CLI tests: run the CLI, read a DuckDB table back as rows.
 
 ``tests/cli`` is on pytest's ``pythonpath`` (pyproject.toml), so test modules import this as
 ``cli_support``.
@@ -6,10 +6,26 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import duckdb
 import pandas as pd
+
+#: The command line, as a user runs it, in this interpreter.
+INTERLACE = [sys.executable, "-m", "interlace.cli"]
+
+
+def cli(*args, cwd, timeout=600, check=True):
+    """Run ``interlace *args`` in ``cwd``; raise with its output when ``check`` and it fails."""
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    proc = subprocess.run([*INTERLACE, *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout, env=env)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"exit {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}")
+    return proc
 
 
 def read_table(db: Path, table: str) -> pd.DataFrame:
