@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import datetime as dt
 import random
+import shutil
 import sys
 import tempfile
 import time
@@ -245,16 +246,27 @@ def run_demo(
 
     ``master`` is the Spark master URL of the session the demo creates (default ``local[2]``;
     ignored when ``spark`` is given). On a cluster, ``workdir`` must be a folder the executors
-    see at the same path (data and checkpoints live there).
+    see at the same path (data and checkpoints live there). Without ``workdir`` everything
+    goes to a temporary folder that is removed at the end (the summary is printed first).
     """
+    started = time.time()
+    root = Path(workdir).resolve() if workdir else Path(tempfile.mkdtemp(prefix="interlace-demo-"))
+    root.mkdir(parents=True, exist_ok=True)
+    try:
+        return _run_demo(root, spark, quiet, master, started, keep=workdir is not None)
+    finally:
+        if workdir is None:
+            shutil.rmtree(root, ignore_errors=True)
+
+
+def _run_demo(
+    root: Path, spark: Any, quiet: bool, master: str | None, started: float, *, keep: bool
+) -> DemoResult:
     import duckdb
 
     from interlace.runner import run_pipeline
     from interlace.session import local_session
 
-    started = time.time()
-    root = Path(workdir).resolve() if workdir else Path(tempfile.mkdtemp(prefix="interlace-demo-"))
-    root.mkdir(parents=True, exist_ok=True)
     spark = spark or local_session("interlace-demo", **({"master": master} if master else {}))
     orders, payments = generate_orders_payments()
     _write(root / "data/orders", orders, ORDERS_DDL, spark)
@@ -321,9 +333,15 @@ def run_demo(
         )
         for start, user, clicks, pages, rev in busiest:
             print(f"    {start} {user}: {clicks} clicks on ~{pages} pages (revision {rev})")
-        print(
-            f"  DuckDB file: {result.duckdb_path} (tables orders_payments, late_payments, "
-            "clicks_per_minute)"
-        )
+        if keep:
+            print(
+                f"  DuckDB file: {result.duckdb_path} (tables orders_payments, late_payments, "
+                "clicks_per_minute)"
+            )
+        else:
+            print(
+                "  DuckDB file: removed with the demo's temporary folder (interlace demo "
+                "--workdir DIR keeps it, the data and the checkpoints)"
+            )
         print(f"  took {result.seconds:.0f} s")
     return result
