@@ -144,19 +144,20 @@ class DuckDBTarget:
         if len(pdf) == 0:
             return 0
         t = _ident(self.table)
-        n_deleted = 0
+        n_rows = len(pdf)  # the operator's output rows this batch, retractions included
         if self.window_groups is not None and "retracted" in pdf.columns:
-            n_deleted = self._delete_superseded(con, pdf)
+            self._delete_superseded(con, pdf)
             pdf = pdf[~pdf["retracted"].fillna(False).astype(bool)]
             if len(pdf) == 0:
-                return n_deleted
+                return n_rows
         cols = ", ".join(_ident(c) for c in pdf.columns)
         if not self.key or self.window_groups is not None:
             con.register("_il_batch", pdf)
             con.execute(f"INSERT INTO {t} ({cols}) SELECT {cols} FROM _il_batch")
             con.unregister("_il_batch")
-            return len(pdf) + n_deleted
+            return n_rows
         key = list(self.key)
+        n_deleted = 0
         if "retracted" in pdf.columns:
             gone = pdf[pdf["retracted"].fillna(False).astype(bool)]
             pdf = pdf[~pdf["retracted"].fillna(False).astype(bool)]
@@ -188,7 +189,7 @@ class DuckDBTarget:
         return len(pdf) + n_deleted
 
 
-    def _delete_superseded(self, con: Any, pdf: Any) -> int:
+    def _delete_superseded(self, con: Any, pdf: Any) -> None:
         """Delete the rows of the table that a batch row's bounds contain (same group)."""
         assert self.window_groups is not None
         t = _ident(self.table)
@@ -196,12 +197,11 @@ class DuckDBTarget:
         con.register("_il_bounds", bounds)
         same = [f"{t}.{_ident(g)} IS NOT DISTINCT FROM b.{_ident(g)}" for g in self.window_groups]
         inside = [f"{t}.window_start >= b.window_start", f"{t}.window_end <= b.window_end"]
-        n = con.execute(
+        con.execute(
             f"DELETE FROM {t} WHERE EXISTS (SELECT 1 FROM _il_bounds b "
             f"WHERE {' AND '.join(same + inside)})"
-        ).fetchone()
+        )
         con.unregister("_il_bounds")
-        return int(n[0]) if n else 0
 
 
 @dataclass

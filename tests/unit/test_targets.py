@@ -76,7 +76,8 @@ def test_duckdb_window_output_converges_whatever_the_key(tmp_path):
         # grows to [0, 7), its [9, 14) stays.
         batch = pd.concat([session_rows([(0, 12, "a", 3), (0, 15, "c", 3), (0, 7, None, 2)], 1),
                            session_rows([(10, 15, "c", 1)], 1, retracted=True)])
-        target.write(batch.reset_index(drop=True), 2)
+        # The batch's output rows are reported written (retractions included), not deletions.
+        assert target.write(batch.reset_index(drop=True), 2) == 4
         con = duckdb.connect(str(db), read_only=True)
         got = sorted(con.execute("SELECT window_start, window_end, user, n FROM s").fetchall(),
                      key=str)
