@@ -6,6 +6,9 @@
   default) into DuckDB.
 * ``interlace explain LOG.json --time-window-ms 15000 ...`` — a seed-003-style join table.
 * ``interlace version``.
+
+A failure prints a short message naming the problem and the fix; ``--verbose`` (before or after
+the command) prints the full trace too (:mod:`interlace.errors_cli`, docs/cli.md).
 """
 
 from __future__ import annotations
@@ -20,9 +23,11 @@ __all__ = ["main"]
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="interlace", description="interlace streaming operators")
+    _add_verbose(parser)
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run a pipeline file")
     run.add_argument("pipeline", type=Path, help="the pipeline file (TOML)")
+    _add_verbose(run)
     run.add_argument(
         "--continuous",
         action="store_true",
@@ -33,7 +38,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     val = sub.add_parser("validate", help="validate a pipeline file")
     val.add_argument("pipeline", type=Path, help="the pipeline file (TOML) to check")
+    _add_verbose(val)
     demo = sub.add_parser("demo", help="run the demo pipelines on local Spark into DuckDB")
+    _add_verbose(demo)
     demo.add_argument(
         "--workdir",
         type=Path,
@@ -160,19 +167,28 @@ window example (win.json; the event at ts 4 is written, so arrives, last: revisi
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the ``interlace`` command line and return its exit code."""
-    args = _parser().parse_args(argv)
-    from interlace.operators.errors import ConfigError
+def _add_verbose(parser: argparse.ArgumentParser) -> None:
+    # SUPPRESS: `interlace --verbose run` and `interlace run --verbose` both set it.
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        default=argparse.SUPPRESS,
+        help="on failure, print the full trace (and Spark's output) instead of a short message "
+        "naming the log file",
+    )
 
-    try:
-        return _dispatch(args)
-    except ConfigError as exc:
-        print(f"interlace: configuration error: {exc}", file=sys.stderr)
-        return 2
-    except (FileNotFoundError, ValueError) as exc:
-        print(f"interlace: {exc}", file=sys.stderr)
-        return 2
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``interlace`` command line and return its exit code.
+
+    A failure prints a short message naming the problem and the fix (exit 2 for a problem in
+    the configuration or the input, 1 otherwise); see :mod:`interlace.errors_cli`.
+    """
+    args = _parser().parse_args(argv)
+    from interlace.errors_cli import run_command
+
+    return run_command(args, _dispatch)
 
 
 def _dispatch(args: argparse.Namespace) -> int:
@@ -182,9 +198,12 @@ def _dispatch(args: argparse.Namespace) -> int:
         print(__version__)
         return 0
     if args.command == "validate":
-        from interlace.pipeline import Pipeline
+        from interlace.pipeline import preflight
 
-        p = Pipeline.load(args.pipeline)
+        def warn(msg: str) -> None:  # the data may not be there yet: `run` refuses, not validate
+            print(f"interlace: warning: {msg}", file=sys.stderr)
+
+        p = preflight(args.pipeline, on_missing_path=warn)
         what = "join" if p.join is not None else "window"
         print(
             f"{args.pipeline}: ok ({what} pipeline {p.name!r}, {len(p.sources)} source(s), "
@@ -192,12 +211,16 @@ def _dispatch(args: argparse.Namespace) -> int:
         )
         return 0
     if args.command == "run":
-        from interlace.pipeline import Pipeline
+        from interlace.pipeline import preflight
         from interlace.runner import run_pipeline
 
-        p = Pipeline.load(args.pipeline)
+        p = preflight(args.pipeline)  # before Spark starts
         summary = run_pipeline(
-            p, base=Path.cwd(), continuous=args.continuous, metrics_port=args.metrics_port
+            p,
+            base=Path.cwd(),
+            continuous=args.continuous,
+            metrics_port=args.metrics_port,
+            progress=sys.stderr,
         )
         return 130 if summary.stopped_by_user else 0
     if args.command == "demo":
