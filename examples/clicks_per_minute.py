@@ -22,7 +22,7 @@ def build() -> Pipeline:
             Source(
                 name="clicks",
                 format="json",
-                path="examples/data/clicks",
+                path="data/clicks",
                 schema="user STRING, page STRING, click_ts TIMESTAMP",
                 event_time_column="click_ts",
                 options={"maxFilesPerTrigger": "1"},
@@ -46,11 +46,11 @@ def build() -> Pipeline:
         ),
         target=Target(
             kind="duckdb",
-            path="examples/out/clicks.duckdb",
+            path="out/clicks.duckdb",
             table="clicks_per_minute",
             key=["window_start", "window_end", "user"],
         ),
-        spark=SparkSettings(checkpoint="examples/out/checkpoints/clicks-per-minute"),
+        spark=SparkSettings(checkpoint="out/checkpoints/clicks-per-minute"),
     )
 
 

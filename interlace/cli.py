@@ -198,12 +198,13 @@ def _dispatch(args: argparse.Namespace) -> int:
         print(__version__)
         return 0
     if args.command == "validate":
-        from interlace.pipeline import preflight
+        from interlace.preflight import preflight
 
         def warn(msg: str) -> None:  # the data may not be there yet: `run` refuses, not validate
             print(f"interlace: warning: {msg}", file=sys.stderr)
 
-        p = preflight(args.pipeline, on_missing_path=warn)
+        base = args.pipeline.resolve().parent  # relative paths: against the file's folder
+        p = preflight(args.pipeline, base=base, on_missing_path=warn)
         what = "join" if p.join is not None else "window"
         print(
             f"{args.pipeline}: ok ({what} pipeline {p.name!r}, {len(p.sources)} source(s), "
@@ -211,13 +212,14 @@ def _dispatch(args: argparse.Namespace) -> int:
         )
         return 0
     if args.command == "run":
-        from interlace.pipeline import preflight
+        from interlace.preflight import preflight
         from interlace.runner import run_pipeline
 
-        p = preflight(args.pipeline)  # before Spark starts
+        base = args.pipeline.resolve().parent  # relative paths: against the file's folder
+        p = preflight(args.pipeline, base=base)  # before Spark starts
         summary = run_pipeline(
             p,
-            base=Path.cwd(),
+            base=base,
             continuous=args.continuous,
             metrics_port=args.metrics_port,
             progress=sys.stderr,

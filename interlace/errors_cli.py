@@ -257,7 +257,7 @@ def _malformed(text: str, ctx: _Context) -> Explained:
 
 
 def _parse_error(text: str, ctx: _Context) -> Explained | None:
-    from interlace.pipeline import _TYPE_HELP
+    from interlace.preflight import _TYPE_HELP
 
     sql_m = re.search(r"== SQL ==\s*\n(.*)", text)
     sql = sql_m.group(1).strip() if sql_m else ""

@@ -199,12 +199,17 @@ def test_run_join_pipeline_parquet_to_duckdb_with_dead_letters_equals_oracle(tmp
     assert len(letters) == 2
 
 
-def test_rerun_with_no_new_input_says_so(tmp_path):
+def test_rerun_with_no_new_input_says_so_and_paths_resolve_against_the_files_folder(tmp_path):
+    job = tmp_path / "job"
     log = join_log(n_batches=2)
-    write_join_inputs(tmp_path, log)
-    (tmp_path / "p.toml").write_text(JOIN_TOML)
-    cli("run", "p.toml", cwd=tmp_path)
-    proc = cli("run", "p.toml", cwd=tmp_path)
+    write_join_inputs(job, log)
+    (job / "p.toml").write_text(JOIN_TOML)
+    # Run from the parent folder: in/, out/ and the checkpoint are job/'s (issue 11).
+    first = cli("run", "job/p.toml", cwd=tmp_path)
+    assert "[orders-payments] batch 0: in " in first.stderr
+    assert (job / "out/result.duckdb").is_file() and not (tmp_path / "out").exists()
+    # From inside job/, the same checkpoint: nothing new.
+    proc = cli("run", "p.toml", cwd=job)
     assert "watermark -" not in proc.stderr and "batch " not in proc.stderr, proc.stderr
     assert re.search(r"^\[orders-payments\] no new input: nothing to do \(checkpoint .*"
                      r"out/checkpoint is up to date\)$", proc.stderr, re.MULTILINE), proc.stderr

@@ -677,7 +677,7 @@ def test_orders_payments_example_is_a_left_join_within_ten_minutes_with_dlq() ->
     assert p.join is not None and p.join.how == "left"
     assert (p.join.lower, p.join.upper) == (0, 600_000) and p.join.late_data == "dlq"
     assert [s.format for s in p.sources] == ["parquet", "parquet"]
-    assert all(s.path and s.path.startswith("examples/data/") for s in p.sources)
+    assert all(s.path and s.path.startswith("data/") for s in p.sources)
     assert p.target.kind == "duckdb" and p.dead_letter is not None
     assert p.output_columns()[-1] == "_dead_letter"
 
