@@ -1141,6 +1141,18 @@ def _validate(p: Pipeline) -> None:
     if key is not None and names is not None:
         usable = [n for n in names if n != DEAD_LETTER_COLUMN]
         _check_columns(("target",), "key", key, usable, "the output columns")
+    w = p.window
+    if w is not None and w.kind == "session" and w.late_data == "reopen" and (
+        p.target.kind == "parquet"
+    ):
+        raise _err(
+            ("target",),
+            "kind",
+            "a Parquet target appends every revision, and under late_data = \"reopen\" a "
+            "session's bounds move when late rows grow or merge it, so its files cannot "
+            'converge to the final sessions; write to kind = "duckdb" (it applies the '
+            'convergence rule, docs/targets.md) or use late_data = "drop" / "dlq"',
+        )
 
 
 def _validate_join(p: Pipeline) -> None:

@@ -947,3 +947,18 @@ def test_spark_state_store_reads_round_trips_and_selects_the_provider() -> None:
 def test_spark_state_store_errors_name_the_field(spark_toml: str, needle: str) -> None:
     msg = error_of(JOIN_TOML + "\n[spark]\n" + spark_toml + "\n")
     assert needle in msg and "[spark]" in msg
+
+
+def test_session_reopen_into_parquet_is_refused_because_it_cannot_converge() -> None:
+    text = edit(WINDOW_TOML, 'kind = "tumbling"\nduration_ms = 60_000',
+                'kind = "session"\ngap_ms = 5_000\nlate_data = "reopen"\n'
+                'allowed_lateness_ms = 10_000')
+    msg = error_of(edit(text, 'kind = "console"', 'kind = "parquet"\npath = "out/p"'))
+    assert msg.startswith("[target]") and 'kind = "duckdb"' in msg and "converge" in msg
+    target_line = line_of(text, 'kind = "console"')  # the parquet edit keeps its line
+    assert msg.endswith(f"(line {target_line})"), msg
+    Pipeline.from_toml(edit(text, 'kind = "console"', 'kind = "duckdb"'))  # converges: fine
+    tumbling = edit(WINDOW_TOML, 'max_groups_per_window', 'late_data = "reopen"\n'
+                    'allowed_lateness_ms = 10_000\nmax_groups_per_window')
+    Pipeline.from_toml(edit(tumbling, 'kind = "console"', 'kind = "parquet"\npath = "out/p"'))
+
