@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import ast
 import doctest
+import importlib
 import json
+import pkgutil
 import sys
 from datetime import date, datetime, timedelta, timezone
 from decimal import Decimal
@@ -24,6 +26,10 @@ import pytest
 
 import interlace.testing.log as log_module
 import interlace.testing.oracle as oracle_module
+import interlace.testing.oracles as oracles_package
+import interlace.testing.oracles.join as join_oracle_module
+import interlace.testing.oracles.rows as oracle_rows_module
+import interlace.testing.window_oracle as window_oracle_module
 from interlace.testing.log import JoinBatch, to_us
 from interlace.testing.oracle import (
     DEAD_LETTER_COLUMN,
@@ -769,13 +775,39 @@ def test_canonical_rows_of_an_oracle_result_per_batch() -> None:
 # ---------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("module", [log_module, oracle_module])
+# The join oracle's examples moved with its code into interlace.testing.oracles (join.py,
+# rows.py); the public path interlace.testing.oracle keeps an example of its own.
+@pytest.mark.parametrize(
+    "module", [log_module, oracle_module, join_oracle_module, oracle_rows_module]
+)
 def test_docstring_examples(module: ModuleType) -> None:
     failures, tried = doctest.testmod(module)
     assert tried > 0 and failures == 0
 
 
-@pytest.mark.parametrize("module", [log_module, oracle_module])
+# Every module of the oracles package (the table-join oracles too, once they land) and the
+# public paths that re-export it.
+ORACLE_MODULES = [
+    log_module,
+    oracle_module,
+    window_oracle_module,
+    oracles_package,
+    *(
+        importlib.import_module(info.name)
+        for info in pkgutil.walk_packages(
+            oracles_package.__path__, prefix=oracles_package.__name__ + "."
+        )
+    ),
+]
+
+
+def test_every_oracle_module_is_checked() -> None:
+    names = {module.__name__ for module in ORACLE_MODULES}
+    for suffix in ("join", "window", "spark_rules", "rows", "spec"):
+        assert f"interlace.testing.oracles.{suffix}" in names
+
+
+@pytest.mark.parametrize("module", ORACLE_MODULES, ids=lambda module: module.__name__)
 def test_oracle_imports_only_the_standard_library_and_itself(module: ModuleType) -> None:
     tree = ast.parse(Path(module.__file__ or "").read_text())
     imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import)
@@ -785,7 +817,7 @@ def test_oracle_imports_only_the_standard_library_and_itself(module: ModuleType)
         top = name.split(".")[0]
         assert name == "interlace.testing.log" or top in sys.stdlib_module_names or (
             top == "__future__"
-        ), name
+        ) or name.split(".")[:3] == ["interlace", "testing", "oracles"], name
 
 
 # ---------------------------------------------------------------------------------------
