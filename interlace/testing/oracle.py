@@ -2,9 +2,10 @@
 
 The reference model of the stream-stream join lives in
 :mod:`interlace.testing.oracles.join`, the Spark layer it shares with the window oracle in
-:mod:`interlace.testing.oracles.spark_rules`, and the output rows (dead letters,
+:mod:`interlace.testing.oracles.spark_rules`, the shared spec fields in
+:mod:`interlace.testing.oracles.resolve`, and the output rows (dead letters,
 :func:`canonical_rows`) in :mod:`interlace.testing.oracles.rows`. This module keeps the
-documented import path working:
+documented import path working and exports the public names of those four modules:
 
 >>> from interlace.testing.oracle import DEAD_LETTER_COLUMN, canonical_rows, oracle_join
 >>> canonical_rows([{"b": 1, DEAD_LETTER_COLUMN: None}])
@@ -12,40 +13,14 @@ documented import path working:
 """
 
 from interlace.testing.log import JoinBatch, JoinLog, to_us
-from interlace.testing.oracles.join import JOIN_HOWS, JoinOracleResult, oracle_join
-from interlace.testing.oracles.rows import (
-    DEAD_LETTER_COLUMN,
-    OracleRow,
-    canonical_row,
-    canonical_rows,
-    dead_letter_json_value,
-)
-from interlace.testing.oracles.spark_rules import (
-    WATERMARK_POLICIES,
-    operator_wm_us,
-    processing_time_stamps,
-    spark_drops_row,
-    spark_event_time_ms,
-)
-from interlace.testing.oracles.spec import DEFAULT_DLQ_HORIZON_MS, LATE_DATA_MODES
+from interlace.testing.oracles import join, resolve, rows, spark_rules
+from interlace.testing.oracles.join import *  # noqa: F403 -- exactly join.__all__
+from interlace.testing.oracles.resolve import *  # noqa: F403 -- exactly resolve.__all__
+from interlace.testing.oracles.rows import *  # noqa: F403 -- exactly rows.__all__
+from interlace.testing.oracles.spark_rules import *  # noqa: F403 -- exactly spark_rules.__all__
 
-__all__ = [
-    "DEAD_LETTER_COLUMN",
-    "DEFAULT_DLQ_HORIZON_MS",
-    "JOIN_HOWS",
-    "LATE_DATA_MODES",
-    "WATERMARK_POLICIES",
-    "JoinBatch",
-    "JoinLog",
-    "JoinOracleResult",
-    "OracleRow",
-    "canonical_row",
-    "canonical_rows",
-    "dead_letter_json_value",
-    "operator_wm_us",
-    "oracle_join",
-    "processing_time_stamps",
-    "spark_drops_row",
-    "spark_event_time_ms",
-    "to_us",
-]
+__all__ = ["JoinBatch", "JoinLog", "to_us"]
+__all__ += join.__all__
+__all__ += resolve.__all__
+__all__ += rows.__all__
+__all__ += spark_rules.__all__

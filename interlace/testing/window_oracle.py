@@ -3,31 +3,15 @@
 The reference model of the window aggregation lives in
 :mod:`interlace.testing.oracles.window`; the Spark layer it shares with the join oracle is
 in :mod:`interlace.testing.oracles.spark_rules`. This module keeps the documented import
-path working:
+path working and exports the public names of :mod:`interlace.testing.oracles.window`:
 
 >>> from interlace.testing.window_oracle import WindowBatch, WindowOracleResult, oracle_window
 >>> WindowBatch(rows=[{"k": 1}]).rows
 ({'k': 1},)
 """
 
-from interlace.testing.oracles.window import (
-    AGGREGATIONS,
-    DISTINCT_MODES,
-    WINDOW_KINDS,
-    WindowBatch,
-    WindowLog,
-    WindowOracleResult,
-    WindowOracleRow,
-    oracle_window,
-)
+from interlace.testing.oracles import window
+from interlace.testing.oracles.window import *  # noqa: F403 -- exactly window.__all__
 
-__all__ = [
-    "AGGREGATIONS",
-    "DISTINCT_MODES",
-    "WINDOW_KINDS",
-    "WindowBatch",
-    "WindowLog",
-    "WindowOracleResult",
-    "WindowOracleRow",
-    "oracle_window",
-]
+__all__: list[str] = []
+__all__ += window.__all__

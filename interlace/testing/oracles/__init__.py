@@ -8,7 +8,7 @@ What the oracles share is only what is the same for every operator, each written
 * :mod:`~interlace.testing.oracles.spark_rules` — the Spark layer of ``SEMANTICS.md`` §1:
   processing time (rule 0), Spark's watermark ``W``, the pre-filter Spark applies with an
   event-time timeout, the trailing no-data batch and the operator watermark ``wm = W + H``.
-* :mod:`~interlace.testing.oracles.spec` — the spec fields every operator has alike
+* :mod:`~interlace.testing.oracles.resolve` — the spec fields every operator has alike
   (``late_data``, ``time_mode``, the horizon ``H``, the output-column check).
 * :mod:`~interlace.testing.oracles.rows` — :class:`OracleRow`, the dead-letter output
   (``SEMANTICS.md`` §4) and :func:`canonical_rows`, to compare output as multisets.
@@ -20,6 +20,7 @@ so they can judge them; a test checks every module of this package for it.
 
 from interlace.testing.log import JoinBatch, JoinLog, to_us
 from interlace.testing.oracles.join import JOIN_HOWS, JoinOracleResult, oracle_join
+from interlace.testing.oracles.resolve import DEFAULT_DLQ_HORIZON_MS, LATE_DATA_MODES
 from interlace.testing.oracles.rows import (
     DEAD_LETTER_COLUMN,
     OracleRow,
@@ -34,7 +35,6 @@ from interlace.testing.oracles.spark_rules import (
     spark_drops_row,
     spark_event_time_ms,
 )
-from interlace.testing.oracles.spec import DEFAULT_DLQ_HORIZON_MS, LATE_DATA_MODES
 from interlace.testing.oracles.window import (
     AGGREGATIONS,
     DISTINCT_MODES,

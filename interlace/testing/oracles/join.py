@@ -35,23 +35,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from interlace.testing.log import JoinBatch, JoinLog, to_us
-from interlace.testing.oracles.rows import (
-    DEAD_LETTER_COLUMN,
-    OracleRow,
-    dead_letter_values,
-)
-from interlace.testing.oracles.spark_rules import (
-    WATERMARK_POLICIES,
-    SparkWatermarkTracker,
-    operator_wm_us,
-    processing_time_stamps,
-    spark_drops_row,
-)
-from interlace.testing.oracles.spec import (
-    check_modes,
-    finish_output_columns,
-    resolve_lateness,
-)
+from interlace.testing.oracles import resolve, spark_rules
+from interlace.testing.oracles.rows import DEAD_LETTER_COLUMN, OracleRow, dead_letter_values
 
 __all__ = ["JOIN_HOWS", "JoinOracleResult", "oracle_join"]
 
@@ -184,7 +169,7 @@ def _resolve(
     if how not in JOIN_HOWS:
         msg = f"`how` must be one of {JOIN_HOWS} (got {how!r})"
         raise ValueError(msg)
-    late_data = check_modes(spec, getattr(spec, "late_data", "drop"))
+    late_data = resolve.check_modes(spec, getattr(spec, "late_data", "drop"))
 
     columns = {"left": tuple(left_columns), "right": tuple(right_columns)}
     keys = {"left": tuple(spec.left_keys), "right": tuple(spec.right_keys)}  # type: ignore[attr-defined]
@@ -218,7 +203,7 @@ def _resolve(
         event_time_column[side] = name
 
     # Horizon H and the allowance AL used in close times (SEMANTICS.md §1, §2).
-    lateness = resolve_lateness(spec, late_data)
+    lateness = resolve.lateness(spec, late_data)
 
     # Output naming.
     prefix: dict[str, str] = {}
@@ -254,7 +239,7 @@ def _resolve(
         close_allowance_us=lateness.allowance_ms * 1000,
         horizon_ms=lateness.horizon_ms,
         delay_ms=lateness.delay_ms,
-        output_columns=finish_output_columns(output_columns, late_data),
+        output_columns=resolve.output_columns(output_columns, late_data),
     )
 
 
@@ -516,12 +501,13 @@ def oracle_join(
         3
 
     """
-    if watermark_policy not in WATERMARK_POLICIES:
-        msg = f"`watermark_policy` must be one of {WATERMARK_POLICIES} (got {watermark_policy!r})"
+    policies = spark_rules.WATERMARK_POLICIES
+    if watermark_policy not in policies:
+        msg = f"`watermark_policy` must be one of {policies} (got {watermark_policy!r})"
         raise ValueError(msg)
     if (getattr(spec, "time_mode", None) or "event") == "processing":
         # Rule 0: processing time is the micro-batch's timestamp.
-        stamps = processing_time_stamps(batch_times_ms, len(log))
+        stamps = spark_rules.processing_time_stamps(batch_times_ms, len(log))
         shared = getattr(spec, "event_time_column", None)
         et = {side: getattr(spec, f"{side}_event_time_column", None) or shared for side in _SIDES}
         if None in et.values():
@@ -541,7 +527,7 @@ def oracle_join(
     cfg = _resolve(spec, left_columns, right_columns)
     result = JoinOracleResult(output_columns=list(cfg.output_columns))
     model = _JoinModel(cfg, result)
-    tracker = SparkWatermarkTracker(cfg.delay_ms, watermark_policy, _SIDES)
+    tracker = spark_rules.SparkWatermarkTracker(cfg.delay_ms, watermark_policy, _SIDES)
     previous_batch_w_ms = 0  # the W batch b - 1 saw; 0 before batch 0
 
     for batch_index, batch in enumerate(log):
@@ -561,13 +547,13 @@ def oracle_join(
             survivors[side] = []
             side_rows = zip(rows_by_side[side], event_times_us[side], strict=True)
             for input_row, event_time_us in side_rows:
-                if spark_drops_row(event_time_us, previous_batch_w_ms):
+                if spark_rules.spark_drops_row(event_time_us, previous_batch_w_ms):
                     result.spark_dropped[side] += 1
                 else:
                     survivors[side].append((input_row, event_time_us))
 
         # Rule 4: the operator watermark for every decision in this batch.
-        wm_us = operator_wm_us(spark_w_ms, cfg.horizon_ms)
+        wm_us = spark_rules.operator_wm_us(spark_w_ms, cfg.horizon_ms)
 
         # Rules 5-7: left rows first, then right rows, each row in arrival order.
         for side in _SIDES:
@@ -587,7 +573,7 @@ def oracle_join(
     if log and tracker.global_ms > result.spark_watermarks_ms[-1]:
         trailing_index = len(log)
         result.spark_watermarks_ms.append(tracker.global_ms)
-        model.evict(trailing_index, operator_wm_us(tracker.global_ms, cfg.horizon_ms))
+        model.evict(trailing_index, spark_rules.operator_wm_us(tracker.global_ms, cfg.horizon_ms))
         result.num_batches += 1
 
     return result

@@ -6,8 +6,7 @@
   operator.
 * :func:`canonical_rows`: compare operator output with oracle output as multisets.
 
-Like the oracles, this module is deliberately naive and imports nothing from
-``interlace.operators`` or ``interlace.state`` (nor pyspark).
+``__all__`` holds the public names; :func:`dead_letter_values` serves the oracles.
 """
 
 from __future__ import annotations
@@ -23,12 +22,10 @@ from typing import Any
 
 __all__ = [
     "DEAD_LETTER_COLUMN",
-    "CanonicalRow",
     "OracleRow",
     "canonical_row",
     "canonical_rows",
     "dead_letter_json_value",
-    "dead_letter_values",
 ]
 
 DEAD_LETTER_COLUMN = "_dead_letter"
@@ -234,6 +231,20 @@ def _canonical_value(value: Any) -> Any:
     return value
 
 
+# The kinds of canonical scalars, in sort order after None (rank 0) and before tuples. A
+# value takes the first kind it is an instance of, so bool (a subclass of int) comes before
+# the numbers and datetime (a subclass of date) before date.
+_ORDERED_KINDS: tuple[type | tuple[type, ...], ...] = (
+    bool,
+    (int, float, Decimal),
+    str,
+    bytes,
+    datetime,
+    date,
+    timedelta,
+)
+
+
 def _order_key(value: Any) -> tuple[Any, ...]:
     """Return a sort key giving a total order over canonical values.
 
@@ -242,20 +253,9 @@ def _order_key(value: Any) -> tuple[Any, ...]:
     """
     if value is None:
         return (0,)
-    if isinstance(value, bool):
-        return (1, value)
-    if isinstance(value, (int, float, Decimal)):
-        return (2, value)
-    if isinstance(value, str):
-        return (3, value)
-    if isinstance(value, bytes):
-        return (4, value)
-    if isinstance(value, datetime):
-        return (5, value)
-    if isinstance(value, date):
-        return (6, value)
-    if isinstance(value, timedelta):
-        return (7, value)
+    for rank, kind in enumerate(_ORDERED_KINDS, start=1):
+        if isinstance(value, kind):
+            return (rank, value)
     if isinstance(value, tuple):
-        return (8, tuple(_order_key(item) for item in value))
-    return (9, type(value).__name__, repr(value))
+        return (len(_ORDERED_KINDS) + 1, tuple(_order_key(item) for item in value))
+    return (len(_ORDERED_KINDS) + 2, type(value).__name__, repr(value))

@@ -18,8 +18,8 @@ written once so that every oracle (:mod:`~interlace.testing.oracles.join`,
 * **Rule 4**, the operator watermark ``wm = W + H`` every operator decision uses
   (:func:`operator_wm_us`).
 
-Like the oracles, this module is deliberately naive and imports nothing from
-``interlace.operators`` or ``interlace.state`` (nor pyspark).
+``__all__`` holds the rules users may call; :class:`SparkWatermarkTracker` serves the
+oracles.
 """
 
 from __future__ import annotations
@@ -31,7 +31,6 @@ from interlace.testing.log import EPOCH
 
 __all__ = [
     "WATERMARK_POLICIES",
-    "SparkWatermarkTracker",
     "operator_wm_us",
     "processing_time_stamps",
     "spark_drops_row",

@@ -25,28 +25,22 @@ a tolerance. Windows are ``[start, end)``. All times are integer microseconds.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
 from interlace.testing.log import EPOCH, to_us
-from interlace.testing.oracles.rows import (
-    DEAD_LETTER_COLUMN,
-    OracleRow,
-    dead_letter_values,
-)
-from interlace.testing.oracles.spark_rules import (
-    SparkWatermarkTracker,
-    operator_wm_us,
-    processing_time_stamps,
-    spark_drops_row,
-)
-from interlace.testing.oracles.spec import (
-    check_modes,
-    finish_output_columns,
-    resolve_lateness,
+from interlace.testing.oracles import resolve, spark_rules
+from interlace.testing.oracles.rows import DEAD_LETTER_COLUMN, OracleRow, dead_letter_values
+from interlace.testing.oracles.window_aggregates import (
+    AGGREGATIONS,
+    DISTINCT_MODES,
+    AggregatedRow,
+    Aggregation,
+    aggregate,
+    is_null,
+    resolve_aggregations,
 )
 
 __all__ = [
@@ -62,12 +56,6 @@ __all__ = [
 
 WINDOW_KINDS = ("tumbling", "hopping", "session")
 """Every supported window ``kind``."""
-
-AGGREGATIONS = ("count", "sum", "min", "max", "avg", "first", "last", "count_distinct")
-"""Every supported ``agg``."""
-
-DISTINCT_MODES = ("approximate", "exact")
-"""Modes of ``count_distinct``; the oracle counts exactly in both."""
 
 _INPUTS = ("input",)
 """The window's one input, as Spark's watermark tracker and the dead letters name it."""
@@ -140,14 +128,6 @@ class WindowOracleResult:
 
 
 @dataclass(frozen=True)
-class _Aggregation:
-    agg: str
-    column: str | None  # None: count(*)
-    alias: str
-    mode: str | None
-
-
-@dataclass(frozen=True)
 class _ResolvedWindow:
     """The spec's fields with every default and derived value filled in (µs where timed)."""
 
@@ -157,7 +137,7 @@ class _ResolvedWindow:
     gap_us: int  # session
     event_time_column: str
     group_by: tuple[str, ...]
-    aggregations: tuple[_Aggregation, ...]
+    aggregations: tuple[Aggregation, ...]
     late_data: str
     allowance_us: int  # AL: reopen keeps closed windows until wm >= end + AL; else 0
     horizon_ms: int  # H: wm = W + H
@@ -182,7 +162,7 @@ def _resolve(spec: object, columns: Sequence[str]) -> _ResolvedWindow:
     if kind not in WINDOW_KINDS:
         msg = f"`kind` must be one of {WINDOW_KINDS} (got {kind!r})"
         raise ValueError(msg)
-    late_data = check_modes(spec, getattr(spec, "late_data", None) or "drop")
+    late_data = resolve.check_modes(spec, getattr(spec, "late_data", None) or "drop")
 
     duration_us = hop_us = gap_us = 0
     if kind == "session":
@@ -201,27 +181,9 @@ def _resolve(spec: object, columns: Sequence[str]) -> _ResolvedWindow:
             raise ValueError(msg)
 
     # Horizon H (SEMANTICS.md §1) and the reopen allowance AL (§3).
-    lateness = resolve_lateness(spec, late_data)
+    lateness = resolve.lateness(spec, late_data)
 
-    aggregations = tuple(
-        _Aggregation(
-            agg=a.agg,
-            column=getattr(a, "column", None),
-            alias=a.as_,
-            mode=getattr(a, "mode", None),
-        )
-        for a in spec.aggregations  # type: ignore[attr-defined]
-    )
-    for a in aggregations:
-        if a.agg not in AGGREGATIONS:
-            msg = f"`agg` must be one of {AGGREGATIONS} (got {a.agg!r})"
-            raise ValueError(msg)
-        if a.column is None and a.agg != "count":
-            msg = f"aggregation {a.alias!r}: `{a.agg}` needs a `column`"
-            raise ValueError(msg)
-        if a.agg == "count_distinct" and (a.mode or "approximate") not in DISTINCT_MODES:
-            msg = f"`mode` must be one of {DISTINCT_MODES} (got {a.mode!r})"
-            raise ValueError(msg)
+    aggregations = resolve_aggregations(spec.aggregations)  # type: ignore[attr-defined]
 
     event_time_column = getattr(spec, "event_time_column", None) or "_event_ts"
     group_by = tuple(getattr(spec, "group_by", None) or ())
@@ -253,73 +215,18 @@ def _resolve(spec: object, columns: Sequence[str]) -> _ResolvedWindow:
         window_start_column=start_column,
         window_end_column=end_column,
         columns=columns,
-        output_columns=finish_output_columns(output_columns, late_data),
+        output_columns=resolve.output_columns(output_columns, late_data),
     )
 
 
 # --------------------------------------------------------------------------------------
-# Values: NULLs, groups, aggregates
+# Values: groups and times (NULLs and aggregates: window_aggregates.py)
 # --------------------------------------------------------------------------------------
-
-
-def _is_null(value: Any) -> bool:
-    """Return True for NULL: None, and NaN.
-
-    NaN counts as NULL here (unlike in the join oracle's keys) because the window
-    operator sees pandas, where a Spark NULL in a float column is NaN too: the two
-    cannot be told apart there, so aggregates skip both and group keys merge them.
-    """
-    return value is None or (isinstance(value, float) and math.isnan(value))
 
 
 def _group_key(cfg: _ResolvedWindow, row: Mapping[str, Any]) -> tuple[Any, ...]:
     """Return the row's group: NULLs (and NaN) form one group, as in SQL GROUP BY."""
-    return tuple(None if _is_null(row.get(name)) else row.get(name) for name in cfg.group_by)
-
-
-@dataclass(frozen=True)
-class _Row:
-    """One input row as aggregated: its event time and arrival order."""
-
-    values: Mapping[str, Any]
-    event_time_us: int
-    seq: tuple[int, int]  # (batch, index in batch): arrival order across the stream
-
-
-def _aggregate(agg: _Aggregation, rows: Sequence[_Row]) -> Any:
-    """Compute one aggregate over a window's rows, as SQL does.
-
-    ``count`` without a column counts rows; everything else skips NULLs. ``sum`` keeps
-    Python's types (ints stay int, any float makes it float), ``avg`` is a float,
-    ``first``/``last`` take the value at the min/max event time with ties broken by
-    arrival order, ``count_distinct`` is exact in both modes. No non-null value gives
-    NULL (``count``: 0).
-    """
-    if agg.agg == "count" and agg.column is None:
-        return len(rows)
-    present = [r for r in rows if not _is_null(r.values.get(agg.column))]  # type: ignore[arg-type]
-    values = [r.values[agg.column] for r in present]  # type: ignore[index]
-    if agg.agg == "count":
-        return len(values)
-    if agg.agg == "count_distinct":
-        return len(set(values))
-    if not values:
-        return None
-    if agg.agg == "sum":
-        total = values[0]
-        for value in values[1:]:
-            total = total + value
-        return total
-    if agg.agg == "min":
-        return min(values)
-    if agg.agg == "max":
-        return max(values)
-    if agg.agg == "avg":
-        return sum(float(v) for v in values) / len(values)
-    if agg.agg == "first":
-        return min(present, key=lambda r: (r.event_time_us, r.seq)).values[agg.column]  # type: ignore[index]
-    # last
-    return max(present, key=lambda r: (r.event_time_us, r.seq)).values[agg.column]  # type: ignore[index]
+    return tuple(None if is_null(row.get(name)) else row.get(name) for name in cfg.group_by)
 
 
 def _datetime(us: int) -> datetime:
@@ -339,7 +246,7 @@ class _Window:
     start_us: int
     end_us: int
     group: tuple[Any, ...]
-    rows: list[_Row] = field(default_factory=list)
+    rows: list[AggregatedRow] = field(default_factory=list)
     changed: bool = True  # aggregated a row since its last emit (or never emitted)
     revision: int = -1  # revision of its last emit; -1: never emitted
     last_output: dict[str, Any] | None = None  # what it last emitted, for a retraction
@@ -395,7 +302,7 @@ class _WindowModel:
         """Take one input row that survived Spark's pre-filter."""
         group = _group_key(self.cfg, row)
         self.group_order.setdefault(group, len(self.group_order))
-        this = _Row(values=row, event_time_us=event_time_us, seq=seq)
+        this = AggregatedRow(values=row, event_time_us=event_time_us, seq=seq)
         if self.cfg.kind == "session":
             late, dropped = self._ingest_session(group, this, wm_us)
         else:
@@ -408,7 +315,7 @@ class _WindowModel:
             self.result.late_dropped += 1
 
     def _ingest_fixed(
-        self, group: tuple[Any, ...], row: _Row, wm_us: int | None
+        self, group: tuple[Any, ...], row: AggregatedRow, wm_us: int | None
     ) -> tuple[bool, bool]:
         """Aggregate a row into each of its tumbling / hopping windows that takes it.
 
@@ -439,7 +346,7 @@ class _WindowModel:
         return late, dropped
 
     def _ingest_session(
-        self, group: tuple[Any, ...], row: _Row, wm_us: int | None
+        self, group: tuple[Any, ...], row: AggregatedRow, wm_us: int | None
     ) -> tuple[bool, bool]:
         """Aggregate a row into its group's sessions (Spark ``session_window``).
 
@@ -519,7 +426,7 @@ class _WindowModel:
         }
         values.update(zip(cfg.group_by, window.group, strict=True))
         for agg in cfg.aggregations:
-            values[agg.alias] = _aggregate(agg, window.rows)
+            values[agg.alias] = aggregate(agg, window.rows)
         if cfg.late_data == "reopen":
             values[REVISION_COLUMN] = revision
             values[RETRACTED_COLUMN] = retracted
@@ -641,8 +548,8 @@ def oracle_window(
        stays int, float is float), ``min``, ``max``, ``avg`` (float), ``first`` /
        ``last`` (value at the min / max event time, skipping NULLs, ties by arrival
        order), ``count_distinct`` (exact, also for ``mode="approximate"``). NULLs (and
-       NaN, see :func:`_is_null`) are skipped; no value gives NULL. Group-by NULLs form
-       one group.
+       NaN, see :func:`~interlace.testing.oracles.window_aggregates.is_null`) are
+       skipped; no value gives NULL. Group-by NULLs form one group.
     6. **Output row**: ``window_start``, ``window_end`` (naive UTC datetimes), the
        ``group_by`` columns in order, the aggregation aliases in order, then
        ``revision``, ``retracted`` under reopen, then ``_dead_letter`` under dlq (a
@@ -690,7 +597,7 @@ def oracle_window(
     """
     if (getattr(spec, "time_mode", None) or "event") == "processing":
         # Rule 0: processing time is the micro-batch's timestamp.
-        stamps = processing_time_stamps(batch_times_ms, len(log))
+        stamps = spark_rules.processing_time_stamps(batch_times_ms, len(log))
         et = str(getattr(spec, "event_time_column", None) or "_event_ts")
         log = [
             WindowBatch(rows=tuple({**row, et: at} for row in batch.rows))
@@ -701,7 +608,7 @@ def oracle_window(
     result = WindowOracleResult(output_columns=list(cfg.output_columns))
     model = _WindowModel(cfg, result)
     # Rule 1: Spark's WatermarkTracker with one input (so the policy makes no difference).
-    tracker = SparkWatermarkTracker(cfg.delay_ms, "min", _INPUTS)
+    tracker = spark_rules.SparkWatermarkTracker(cfg.delay_ms, "min", _INPUTS)
     previous_batch_w_ms = 0  # the W batch b - 1 saw; 0 before batch 0
 
     for batch_index, batch in enumerate(log):
@@ -711,11 +618,11 @@ def oracle_window(
         event_times_us = [_row_event_time_us(cfg, row) for row in batch.rows]
 
         # Rule 4: the operator watermark for every decision in this batch.
-        wm_us = operator_wm_us(seen_w_ms, cfg.horizon_ms)
+        wm_us = spark_rules.operator_wm_us(seen_w_ms, cfg.horizon_ms)
 
         # Rules 2 and 5b: Spark's pre-filter, then ingest each survivor in arrival order.
         for index, (row, event_time_us) in enumerate(zip(batch.rows, event_times_us, strict=True)):
-            if spark_drops_row(event_time_us, previous_batch_w_ms):
+            if spark_rules.spark_drops_row(event_time_us, previous_batch_w_ms):
                 result.spark_dropped += 1
                 continue
             model.ingest(row, event_time_us, (batch_index, index), wm_us)
@@ -735,7 +642,7 @@ def oracle_window(
     if log and spark_w_ms > result.spark_watermarks_ms[-1]:
         trailing_index = len(log)
         result.spark_watermarks_ms.append(spark_w_ms)
-        wm_us = operator_wm_us(spark_w_ms, cfg.horizon_ms)
+        wm_us = spark_rules.operator_wm_us(spark_w_ms, cfg.horizon_ms)
         model.emit(trailing_index, wm_us)
         model.evict(wm_us)
         result.num_batches += 1

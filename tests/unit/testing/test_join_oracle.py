@@ -803,7 +803,7 @@ ORACLE_MODULES = [
 
 def test_every_oracle_module_is_checked() -> None:
     names = {module.__name__ for module in ORACLE_MODULES}
-    for suffix in ("join", "window", "spark_rules", "rows", "spec"):
+    for suffix in ("join", "window", "window_aggregates", "spark_rules", "rows", "resolve"):
         assert f"interlace.testing.oracles.{suffix}" in names
 
 

@@ -2,11 +2,9 @@
 
 Each oracle reads its duck-typed spec in its own ``_resolve``; the fields every operator
 has alike are resolved here, once (``SEMANTICS.md`` §1 for the horizon, §4 for the
-dead-letter column). Only what an oracle needs to run is checked; the operator's spec
-validation is the place for friendly config errors.
-
-Like the oracles, this module is deliberately naive and imports nothing from
-``interlace.operators`` or ``interlace.state`` (nor pyspark).
+dead-letter column), and read as ``resolve.lateness(spec, late_data)``. Only what an
+oracle needs to run is checked; the operator's spec validation is the place for friendly
+config errors. ``__all__`` holds the public constants; the functions serve the oracles.
 """
 
 from __future__ import annotations
@@ -16,14 +14,7 @@ from dataclasses import dataclass
 
 from interlace.testing.oracles.rows import DEAD_LETTER_COLUMN
 
-__all__ = [
-    "DEFAULT_DLQ_HORIZON_MS",
-    "LATE_DATA_MODES",
-    "Lateness",
-    "check_modes",
-    "finish_output_columns",
-    "resolve_lateness",
-]
+__all__ = ["DEFAULT_DLQ_HORIZON_MS", "LATE_DATA_MODES"]
 
 LATE_DATA_MODES = ("drop", "reopen", "dlq")
 """Every supported ``late_data`` mode."""
@@ -74,7 +65,7 @@ class Lateness:
     delay_ms: int
 
 
-def resolve_lateness(spec: object, late_data: str) -> Lateness:
+def lateness(spec: object, late_data: str) -> Lateness:
     """Resolve the horizon ``H`` (``SEMANTICS.md`` §1) and the reopen allowance ``AL``.
 
     Args:
@@ -108,17 +99,17 @@ def resolve_lateness(spec: object, late_data: str) -> Lateness:
     )
 
 
-def finish_output_columns(output_columns: Sequence[str], late_data: str) -> tuple[str, ...]:
+def output_columns(columns: Sequence[str], late_data: str) -> tuple[str, ...]:
     """Append ``_dead_letter`` under dlq and check that no two output columns collide.
 
     Raises:
         ValueError: If two output columns have the same name.
 
     """
-    columns = list(output_columns)
+    finished = list(columns)
     if late_data == "dlq":
-        columns.append(DEAD_LETTER_COLUMN)
-    if len(set(columns)) != len(columns):
-        msg = f"output columns collide: {columns}"
+        finished.append(DEAD_LETTER_COLUMN)
+    if len(set(finished)) != len(finished):
+        msg = f"output columns collide: {finished}"
         raise ValueError(msg)
-    return tuple(columns)
+    return tuple(finished)
