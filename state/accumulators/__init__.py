@@ -59,6 +59,10 @@ from __future__ import annotations
 
 from typing import Any, Literal, cast, get_args
 
+# Where each part lives: base.py (the protocol, slot checks, SlotColumns state), values.py
+# (value normalisation and dtype rules), encoding.py (msgpack of state columns), counting.py
+# (count, sum, avg), extremes.py (min/max, first/last), distinct.py (exact count_distinct),
+# hll.py (approximate count_distinct); this module, the registry (make_accumulator).
 from .base import Accumulator, SlotColumns
 from .counting import _Avg, _Count, _Sum
 from .distinct import DistinctCapError, DistinctSetState, _DistinctExact
