@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from interlace.operators._common import DEAD_LETTER_COLUMN
+from interlace.operators.common.names import DEAD_LETTER_COLUMN
 from interlace.operators.errors import ConfigError
 
 __all__ = ["RunSummary", "build_query_input", "run_pipeline"]

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from interlace.operators._common import DEAD_LETTER_COLUMN
+from interlace.operators.common.names import DEAD_LETTER_COLUMN
 
 __all__ = ["split_dead_letters"]
 

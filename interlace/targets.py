@@ -220,7 +220,7 @@ class ParquetTarget:
 
     def prepare(self, schema: Any) -> None:
         """Create the folder and fix the files' Arrow schema from the output's Spark schema."""
-        from interlace.operators._common import arrow_schema_for
+        from interlace.operators.common.arrow import arrow_schema_for
 
         self.path.mkdir(parents=True, exist_ok=True)
         self.arrow_schema = arrow_schema_for(schema, timestamp_unit="us", timestamp_tz="UTC")

@@ -724,7 +724,7 @@ class Tee:
 def _driver_kill(args: dict[str, Any]) -> dict[str, Any]:
     import functools
 
-    from interlace.operators._common import DEAD_LETTER_COLUMN
+    from interlace.operators.common.names import DEAD_LETTER_COLUMN
     from pyspark.accumulators import AccumulatorParam
     from pyspark.sql import types as T
 

@@ -13,7 +13,7 @@ def test_spark_workers_freeze_unless_turned_off(spark):
         import gc
         import os
 
-        from interlace.operators._common import freeze_worker_gc
+        from interlace.operators.common.worker import prepare_worker as freeze_worker_gc
 
         freeze_worker_gc()
         return pd.DataFrame({"frozen": [gc.get_freeze_count()],

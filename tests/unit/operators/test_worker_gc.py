@@ -21,7 +21,7 @@ SCRIPT = textwrap.dedent(
     if sys.argv[1] == "worker":
         import pyspark.worker  # noqa: F401  what a PySpark Python worker has imported
     from interlace import Aggregation, Join, Window
-    from interlace.operators._common import freeze_worker_gc
+    from interlace.operators.common.worker import prepare_worker as freeze_worker_gc
     from interlace.testing.local import run_join_locally, run_window_locally
     from interlace.testing.log import JoinBatch
     from interlace.testing.window_oracle import WindowBatch

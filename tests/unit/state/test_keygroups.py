@@ -69,8 +69,8 @@ def test_key_groups_spread_evenly_over_sparks_hash_partitions(spark, key_groups,
 
 
 def test_the_id_scheme_is_part_of_both_state_fingerprints(monkeypatch):
-    import interlace.operators.join as join_module
-    import interlace.operators.window as window_module
+    import interlace.operators.join.spec as join_module
+    import interlace.operators.window.plan as window_module
     from interlace.operators.window import WindowPlan
 
     from interlace import Aggregation, Join, Window

@@ -1,0 +1,175 @@
+"""Validation shared by every operator: spec fields when a spec is built, inputs when prepared.
+
+Every check raises :class:`~interlace.operators.errors.ConfigError` with the field in
+backticks, the rule, the value received and the fix (STYLE.md). The spec-level vocabulary is in
+:mod:`.spec`, the reserved names in :mod:`.names`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any, get_args
+
+from interlace.operators.common.names import RESERVED_PREFIX
+from interlace.operators.errors import ConfigError
+from pyspark.sql import DataFrame
+from pyspark.sql import types as T
+
+__all__ = [
+    "as_name_tuple",
+    "check_event_time",
+    "check_input",
+    "check_int",
+    "check_late_data_fields",
+    "check_literal",
+    "reject_reserved",
+    "require_columns",
+    "require_names",
+    "require_streaming",
+]
+
+
+def check_literal(field: str, value: object, alias: Any) -> None:
+    """Raise :class:`ConfigError` unless ``value`` is one of the ``Literal`` ``alias`` values."""
+    allowed = get_args(alias)
+    if value not in allowed:
+        msg = f"`{field}` must be one of {', '.join(map(repr, allowed))} (got {field}={value!r})"
+        raise ConfigError(msg)
+
+
+def check_int(
+    field: str, value: object, *, minimum: int | None = None, allow_none: bool = False
+) -> None:
+    """Raise :class:`ConfigError` unless ``value`` is an int (>= ``minimum``)."""
+    if value is None and allow_none:
+        return
+    if isinstance(value, bool) or not isinstance(value, int):
+        msg = f"`{field}` must be an int number of milliseconds (got {field}={value!r})"
+        raise ConfigError(msg)
+    if minimum is not None and value < minimum:
+        msg = f"`{field}` must be >= {minimum} (got {field}={value})"
+        raise ConfigError(msg)
+
+
+def as_name_tuple(field: str, value: object, *, allow_none: bool = False) -> tuple[str, ...] | None:
+    """Normalise a column-name list to a tuple of str, rejecting a bare string."""
+    if value is None and allow_none:
+        return None
+    if isinstance(value, str) or not isinstance(value, Iterable):
+        msg = f'`{field}` must be a list of column names (got {field}={value!r}); e.g. ["id"]'
+        raise ConfigError(msg)
+    names = tuple(value)
+    for name in names:
+        if not isinstance(name, str) or not name:
+            msg = f"`{field}` must hold non-empty column names (got {name!r} in {list(names)})"
+            raise ConfigError(msg)
+    return names
+
+
+def require_streaming(df: DataFrame, what: str) -> None:
+    """Raise unless ``df`` is a streaming DataFrame."""
+    if not df.isStreaming:
+        msg = (
+            f"{what} must be a streaming DataFrame (spark.readStream...), got a batch DataFrame; "
+            "use Spark's batch operators for batch data"
+        )
+        raise ConfigError(msg)
+
+
+def require_columns(df: DataFrame, names: Sequence[str], field: str, what: str) -> None:
+    """Raise naming ``field`` if any of ``names`` is not a column of ``df``."""
+    require_names(df.columns, names, field, what)
+
+
+def require_names(
+    have: Sequence[str], names: Iterable[str], field: str, what: str, *, verb: str = "names"
+) -> None:
+    """Raise naming ``field`` if any of ``names`` is not in ``have`` (``what``'s columns).
+
+    ``verb`` agrees with ``field``: ``"name"`` where ``field`` names two fields.
+    """
+    present = set(have)
+    missing = [n for n in names if n not in present]
+    if missing:
+        msg = (
+            f"`{field}` {verb} column(s) {missing} absent from {what} (its columns: "
+            f"{list(have)}); fix the name or select the column first"
+        )
+        raise ConfigError(msg)
+
+
+def reject_reserved(df: DataFrame, what: str) -> None:
+    """Raise if ``df`` has a column using interlace's reserved prefix."""
+    bad = [c for c in df.columns if c.startswith(RESERVED_PREFIX)]
+    if bad:
+        msg = (
+            f"{what} has column(s) {bad} starting with the reserved prefix {RESERVED_PREFIX!r}; "
+            "rename them before passing the DataFrame to interlace"
+        )
+        raise ConfigError(msg)
+
+
+def check_event_time(df: DataFrame, column: str, field: str, what: str) -> None:
+    """Check that ``column`` is a timestamp without a watermark already set on it."""
+    require_columns(df, [column], field, what)
+    f = df.schema[column]
+    if not isinstance(f.dataType, T.TimestampType):
+        hint = (
+            f"F.col({column!r}).cast('timestamp')"
+            if isinstance(f.dataType, T.TimestampNTZType)
+            else "F.to_timestamp(...) or F.timestamp_micros(...)"
+        )
+        msg = (
+            f"`{field}` column {column!r} of {what} must be a TimestampType column (Spark's "
+            f"withWatermark needs one), got {f.dataType.simpleString()}; convert it, e.g. {hint}"
+        )
+        raise ConfigError(msg)
+    for g in df.schema.fields:
+        if "spark.watermarkDelayMs" in (g.metadata or {}):
+            msg = (
+                f"{what} already carries a watermark on column {g.name!r}; interlace owns "
+                "withWatermark (it sets the delay from `lateness_ms` and `late_data`); "
+                "remove your withWatermark call and set `lateness_ms` instead"
+            )
+            raise ConfigError(msg)
+
+
+
+def check_input(df: DataFrame, what: str) -> None:
+    """Check that ``df`` is streaming and uses no reserved column name."""
+    require_streaming(df, what)
+    reject_reserved(df, what)
+
+
+def check_late_data_fields(
+    late_data: str,
+    lateness_ms: object,
+    allowed_lateness_ms: object,
+    dlq_horizon_ms: object,
+    allowance_ms: int,
+) -> None:
+    """Validate the late-data fields shared by every operator spec (SEMANTICS §1, §6).
+
+    Args:
+        late_data: The (already checked) policy.
+        lateness_ms: ``lateness_ms`` as given.
+        allowed_lateness_ms: ``allowed_lateness_ms`` as given.
+        dlq_horizon_ms: ``dlq_horizon_ms`` as given.
+        allowance_ms: The resolved allowance ``AL`` (reopen: the allowed lateness, else 0).
+    """
+    check_int("lateness_ms", lateness_ms, minimum=0)
+    check_int("allowed_lateness_ms", allowed_lateness_ms, allow_none=True)
+    check_int("dlq_horizon_ms", dlq_horizon_ms, minimum=1)
+    if late_data == "reopen" and allowance_ms <= 0:
+        msg = (
+            "`allowed_lateness_ms` must be > 0 under late_data='reopen' (got "
+            f"allowed_lateness_ms={allowed_lateness_ms}, lateness_ms={lateness_ms}); "
+            "set allowed_lateness_ms, or use late_data='drop'"
+        )
+        raise ConfigError(msg)
+    if late_data != "reopen" and allowed_lateness_ms is not None:
+        msg = (
+            f"`allowed_lateness_ms` only applies to late_data='reopen' (got "
+            f"late_data={late_data!r}); remove it or set late_data='reopen'"
+        )
+        raise ConfigError(msg)

@@ -1,0 +1,59 @@
+"""Key tuples as integer codes: equal tuples get equal codes (neighbours: :mod:`.arrow`).
+
+The join matches key tuples across its two sides (``join/step.py``: NULL never equals NULL);
+the window finds the slot of each group tuple (``window/slots.py``: NULL is a group of its own,
+as in SQL ``GROUP BY``). Both encode with :func:`key_codes`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from numpy.typing import NDArray
+
+__all__ = ["key_codes"]
+
+
+def key_codes(
+    columns: Sequence[pa.ChunkedArray], n_rows: int, *, null_is_value: bool
+) -> NDArray[np.int64]:
+    """Encode the tuples of ``columns`` (each ``n_rows`` long) as int64 codes.
+
+    Equal tuples get equal codes, different tuples different ones. Each column is
+    dictionary-encoded; a further column's codes are combined with the codes so far and
+    renumbered densely (``np.unique``), so that the next product cannot overflow. The first
+    column's dictionary indices are dense codes already: one column needs no pass.
+
+    Args:
+        columns: The key columns, one chunked array each, all of one length.
+        n_rows: Their length (with no columns every row gets code 0).
+        null_is_value: ``True``: NULL is a value like any other (SQL ``GROUP BY``), every
+            code is >= 0. ``False``: a tuple holding a NULL gets code -1 (SQL equality: NULL
+            never equals NULL).
+
+    Returns:
+        One code per row.
+    """
+    codes = np.zeros(n_rows, dtype=np.int64)
+    for i, col in enumerate(columns):
+        if null_is_value:
+            enc = pc.dictionary_encode(col, null_encoding="encode").combine_chunks()
+            c = np.asarray(enc.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
+        else:
+            enc = pc.dictionary_encode(col).combine_chunks()
+            c = np.asarray(enc.indices.fill_null(-1).to_numpy(zero_copy_only=False), dtype=np.int64)
+        if i == 0:
+            codes = c
+            continue
+        combined = codes * max(len(enc.dictionary), 1) + c
+        if null_is_value:
+            _, dense = np.unique(combined, return_inverse=True)
+            codes = dense.astype(np.int64)
+        else:
+            null = (codes < 0) | (c < 0)
+            _, dense = np.unique(np.where(null, -1, combined), return_inverse=True)
+            codes = np.where(null, -1, dense.astype(np.int64))
+    return codes

@@ -1,0 +1,29 @@
+"""Reserved and shared column names of every operator (neighbours: :mod:`.spec`, :mod:`.checks`).
+
+Internal working columns all start with :data:`RESERVED_PREFIX`; user columns that do are
+rejected when the input is prepared (:func:`interlace.operators.common.checks.reject_reserved`).
+"""
+
+from __future__ import annotations
+
+from interlace.state.buffers import TIME_COLUMN
+
+__all__ = [
+    "DEAD_LETTER_COLUMN",
+    "EVENT_TIME_COLUMN",
+    "KEY_GROUP_COLUMN",
+    "RESERVED_PREFIX",
+    "TIME_US_COLUMN",
+]
+
+#: Every internal working column starts with this prefix; user columns may not.
+RESERVED_PREFIX = "__il_"
+#: The dead-letter column added under ``late_data="dlq"`` (SEMANTICS §4).
+DEAD_LETTER_COLUMN = "_dead_letter"
+#: The key group of a prepared row: the column every operator groups by.
+KEY_GROUP_COLUMN = RESERVED_PREFIX + "kg"
+#: The watermarked copy of the event time in the prepared input.
+EVENT_TIME_COLUMN = RESERVED_PREFIX + "t"
+#: The event time as int64 µs, what ``step`` reads; the join buffers keep it under the same
+#: name (:data:`interlace.state.buffers.TIME_COLUMN`, ``__il_tus``).
+TIME_US_COLUMN = TIME_COLUMN

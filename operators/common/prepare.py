@@ -1,0 +1,77 @@
+"""The prepared input every operator builds in Spark: event time, watermark, key group.
+
+Each operator's wrapper (``prepare_join`` in ``join/shim.py``, ``prepare_window`` in
+``window/shim.py``) checks its event-time column with :func:`with_event_time`, selects it as
+the watermarked ``__il_t`` with :func:`watermarked`, and adds :func:`prepared_columns` (the key
+group ``__il_kg``, ``__il_t`` and the µs time ``__il_tus``). Neighbours: :mod:`.shim` (the
+function that reads the prepared input), :mod:`.names` (the column names).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from interlace.operators.common.checks import check_event_time
+from interlace.operators.common.names import EVENT_TIME_COLUMN, KEY_GROUP_COLUMN, TIME_US_COLUMN
+from interlace.operators.errors import ConfigError
+from interlace.state.keygroups import key_group_sql
+
+__all__ = ["prepared_columns", "watermarked", "with_event_time"]
+
+
+def with_event_time(df: Any, column: str, field_name: str, what: str, time_mode: str) -> Any:
+    """Return ``df`` with its event-time ``column`` checked (synthesized first if processing).
+
+    Args:
+        df: An input DataFrame.
+        column: Its event-time column.
+        field_name: The spec field naming ``column``, for messages.
+        what: The input, for messages (``"the left input"``).
+        time_mode: ``"processing"`` adds ``column`` as ``current_timestamp()``.
+
+    Raises:
+        ConfigError: ``column`` is missing, not a timestamp, already watermarked, or (under
+            processing) already present.
+    """
+    from pyspark.sql import functions as F
+
+    if time_mode == "processing":
+        if column in df.columns:
+            msg = (
+                f"`time_mode`='processing' synthesizes the event-time column {column!r}, but "
+                f"{what} already has a column named {column!r}; rename it or set "
+                f"`{field_name}` to another name"
+            )
+            raise ConfigError(msg)
+        df = df.withColumn(column, F.current_timestamp())
+    check_event_time(df, column, field_name, what)
+    return df
+
+
+def watermarked(df: Any, event_time: str, columns: Sequence[str], delay_ms: int) -> Any:
+    """Select ``event_time`` as ``__il_t`` and ``columns``, with the watermark on ``__il_t``."""
+    from pyspark.sql import functions as F
+
+    base = df.select(
+        F.col(f"`{event_time}`").alias(EVENT_TIME_COLUMN), *[F.col(f"`{c}`") for c in columns]
+    )
+    return base.withWatermark(EVENT_TIME_COLUMN, f"{delay_ms} milliseconds")
+
+
+def prepared_columns(sql_keys: Sequence[str], key_groups: int) -> list[Any]:
+    """The key group ``__il_kg``, the watermarked ``__il_t`` and the µs time ``__il_tus``.
+
+    The key group is that of the SQL expressions ``sql_keys`` (0 for every row if none).
+    """
+    from pyspark.sql import functions as F
+
+    if sql_keys:
+        kg = F.expr(key_group_sql(list(sql_keys), key_groups)).cast("int")
+    else:
+        kg = F.lit(0)
+    return [
+        kg.alias(KEY_GROUP_COLUMN),
+        F.col(EVENT_TIME_COLUMN),
+        F.unix_micros(F.col(EVENT_TIME_COLUMN)).alias(TIME_US_COLUMN),
+    ]

@@ -1,0 +1,146 @@
+"""The ``applyInPandasWithState`` side every operator shares: the ``GroupState`` chores.
+
+Each operator's ``shim.py`` (``join/shim.py``, ``window/shim.py``) subclasses
+:class:`OperatorFunction` (the function handed to ``applyInPandasWithState``: it implements
+``_call``, returning a :class:`CallResult`) and
+:class:`BoundOperator` (the operator bound to its prepared input); it prepares that input with
+:mod:`.prepare`. Only the shims touch ``GroupState``; the pure steps (``step.py``) get the
+watermark as an argument.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import pandas as pd
+from interlace.operators.common.counters import add_counts, new_operator_id
+from interlace.operators.common.names import KEY_GROUP_COLUMN
+from interlace.operators.common.watermark import operator_wm_us
+from interlace.operators.common.worker import prepare_worker
+
+__all__ = [
+    "BoundOperator",
+    "CallResult",
+    "Frames",
+    "OperatorFunction",
+]
+
+_B = TypeVar("_B", bound="BoundOperator")
+
+Frames = Iterator[pd.DataFrame]
+"""What Spark hands an ``applyInPandasWithState`` function per key group: pandas frames."""
+
+
+@dataclass(frozen=True)
+class CallResult:
+    """What one call of an operator's pure step leaves for Spark.
+
+    Attributes:
+        output: The rows to yield, or ``None`` if there are none.
+        counts: The call's counters (see :mod:`.counters`).
+        stored: ``(blob, timeout_ms)``: the key group's new state and its event-time timeout in
+            Spark's domain (:mod:`.watermark`); ``None`` when the key group holds nothing.
+    """
+
+    output: pd.DataFrame | None
+    counts: Mapping[str, int]
+    stored: tuple[bytes, int] | None
+
+
+class OperatorFunction:
+    """Base of the ``applyInPandasWithState`` functions (picklable; holds only the plan).
+
+    :meth:`__call__` is the part every operator shares; a subclass implements :meth:`_call`,
+    which decodes the state, runs the operator's pure step and encodes the new state.
+    """
+
+    def __init__(self, plan: Any, counters: Any | None = None) -> None:
+        self.plan = plan
+        self.counters = counters
+        self.op_id = new_operator_id()  # keys its counters (interlace.metrics)
+
+    def __call__(
+        self, key: Any, frames: Frames, state: Any
+    ) -> Iterator[pd.DataFrame]:
+        """Process one key group (Spark calls this; see the class docstring).
+
+        Prepares the worker once, runs :meth:`_call` with ``wm_us = (W + H) * 1000``
+        (``None`` while Spark's ``W <= 0``), yields the output, adds the counters, then writes
+        the state last: removes it, or stores the blob and sets the timeout, never behind
+        ``W`` (Spark rejects that) nor below 1.
+        """
+        prepare_worker()
+        spark_wm_ms = int(state.getCurrentWatermarkMs())
+        wm_us = operator_wm_us(spark_wm_ms, self.plan.horizon_ms)
+        done = self._call(state.get[0] if state.exists else None, frames, wm_us)
+        if done.output is not None:
+            yield done.output
+        if self.counters is not None and done.counts:
+            add_counts(self.counters, self.op_id, key, state, done.counts)
+        # State last: outputs exist before anything is evicted from the stored state.
+        if done.stored is None:
+            state.remove()
+        else:
+            state.update((done.stored[0],))
+            state.setTimeoutTimestamp(max(done.stored[1], spark_wm_ms, 1))
+
+    def _call(
+        self, blob: bytes | None, frames: Frames, wm_us: int | None
+    ) -> CallResult:
+        """Run one call on the key group's stored ``blob`` (``None``: no state yet)."""
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class BoundOperator:
+    """An operator bound to its prepared input, ready for ``groupBy().applyInPandasWithState``.
+
+    Attributes:
+        spec: The operator's spec.
+        plan: The resolved plan shipped to the workers.
+        prepared: The prepared (key-grouped, watermarked) input.
+        group_columns: Columns to group by (the key group).
+        func: The function for ``applyInPandasWithState``.
+        output_schema: The output schema (Spark ``StructType``).
+        state_schema: The state schema (one binary blob column).
+        output_mode: ``"append"``.
+        timeout_conf: ``GroupStateTimeout.EventTimeTimeout``.
+    """
+
+    spec: Any
+    plan: Any
+    prepared: Any
+    group_columns: tuple[str, ...]
+    func: Any
+    output_schema: Any
+    state_schema: Any
+    output_mode: str = "append"
+    timeout_conf: str = "EventTimeTimeout"
+
+    def apply(self) -> Any:
+        """Run ``groupBy().applyInPandasWithState`` and return the output DataFrame."""
+        return self.prepared.groupBy(*self.group_columns).applyInPandasWithState(
+            self.func, self.output_schema, self.state_schema, self.output_mode, self.timeout_conf
+        )
+
+    @classmethod
+    def bind(
+        cls: type[_B], spec: Any, plan: Any, prepared: Any, func: Any, output_fields: list[Any]
+    ) -> _B:
+        """Bind with what every operator uses: the key group, one blob, append, event time."""
+        from pyspark.sql import types as T
+        from pyspark.sql.streaming.state import GroupStateTimeout
+
+        return cls(
+            spec=spec,
+            plan=plan,
+            prepared=prepared,
+            group_columns=(KEY_GROUP_COLUMN,),
+            func=func,
+            output_schema=T.StructType(output_fields),
+            state_schema=T.StructType([T.StructField("blob", T.BinaryType(), False)]),
+            output_mode="append",
+            timeout_conf=GroupStateTimeout.EventTimeTimeout,
+        )

@@ -1,0 +1,108 @@
+"""What a PySpark Python worker needs once, and the guard that keeps workers on the right code.
+
+:func:`prepare_worker` is the first call of every operator shim (``join/shim.py``,
+``window/shim.py``, through :func:`interlace.operators.common.shim.start_call`);
+:func:`guard_source_checkout` runs on the driver when an operator prepares its input.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import sys
+import warnings
+from pathlib import Path
+from typing import Any
+
+from interlace.operators.errors import ConfigError
+
+__all__ = [
+    "PYSPARK_PADDING_WARNING",
+    "WORKER_GC_FREEZE_ENV",
+    "guard_source_checkout",
+    "prepare_worker",
+]
+
+#: Environment variable of the Python workers: ``0`` keeps their garbage collector untouched
+#: (:func:`prepare_worker`). On a cluster: ``spark.executorEnv.INTERLACE_WORKER_GC_FREEZE=0``.
+WORKER_GC_FREEZE_ENV = "INTERLACE_WORKER_GC_FREEZE"
+#: The pandas 2.x deprecation PySpark's own ``applyInPandasWithState`` worker code triggers.
+PYSPARK_PADDING_WARNING = "The behavior of DataFrame concatenation with empty or all-NA entries"
+_worker_prepared = False
+
+
+def prepare_worker() -> bool:
+    """Once per PySpark Python worker: freeze its garbage collector, quiet PySpark's warning.
+
+    **The GC freeze.** Collect, then freeze what is alive (``gc.freeze()``). A reused PySpark
+    worker runs a full ``gc.collect()`` after every task (``pyspark/daemon.py``)
+    and Python runs more full collections as the operators allocate; each walks every object
+    the worker's imports left behind (pandas, pyarrow, pyspark, interlace). On the join
+    benchmark: 40 full collections, 1.8 CPU-s per run (about 45 ms each), 40 % of the Python
+    workers' CPU (docs/performance.md, "Worker garbage collection"). Frozen objects stay
+    where they are and are still freed by reference counting; the cycle collector merely stops
+    re-examining them, so only a reference cycle that was already alive at the first call and
+    dies later is never reclaimed (bounded: once per worker process). Skipped when the
+    environment variable ``INTERLACE_WORKER_GC_FREEZE`` is ``0``.
+
+    **The warning.** Ignore the FutureWarning PySpark's padding triggers.
+    PySpark 4.3's ``applyInPandasWithState`` worker (``construct_record_batch`` in
+    ``pyspark/worker.py``) pads every Arrow batch it sends back with an object-typed frame
+    (``dict.fromkeys(columns)``) and concatenates it with the function's output; pandas 2.x
+    then warns ``The behavior of DataFrame concatenation with empty or all-NA entries is
+    deprecated`` once per worker process, whatever the function yields, because excluding the
+    padding keeps the float and timestamp columns' dtypes. The filter matches only that
+    message (interlace's own concatenations never raise it: they pass no empty or all-NA
+    frames).
+
+    Does nothing outside a PySpark worker (``pyspark.worker`` not imported: the driver, the
+    local runner, tests). Returns whether it froze the garbage collector now.
+    """
+    global _worker_prepared
+    if _worker_prepared:
+        return False
+    _worker_prepared = True
+    if "pyspark.worker" not in sys.modules:
+        return False
+    frozen = os.environ.get(WORKER_GC_FREEZE_ENV) != "0"
+    if frozen:
+        gc.collect()
+        gc.freeze()
+    warnings.filterwarnings("ignore", message=PYSPARK_PADDING_WARNING, category=FutureWarning)
+    return frozen
+
+
+def guard_source_checkout(spark: Any) -> None:
+    """Make sure Spark's local Python workers import the installed interlace, not a checkout.
+
+    PySpark starts its workers with ``python -m pyspark.daemon`` in the driver's working
+    directory, so Python puts that directory first on their ``sys.path``. Run from the root of
+    an interlace source checkout with a regular (non-editable) install, the checkout's
+    ``interlace/`` folder (which has no ``operators`` subpackage: that lives in ``operators/``)
+    would shadow the installed package and every task would fail with ``No module named
+    'interlace.operators'``. When the working directory holds an ``interlace`` package that is
+    not the one this driver imported, the workers get ``PYTHONSAFEPATH=1`` (Python 3.11+: the
+    working directory is not put on ``sys.path``); on Python 3.10 this raises
+    :class:`ConfigError` saying what to do. Does nothing over Spark Connect (no SparkContext).
+    """
+    shadow = Path.cwd() / "interlace" / "__init__.py"
+    if not shadow.is_file():
+        return
+    import interlace
+
+    if shadow.resolve().parent == Path(interlace.__file__).resolve().parent:
+        return  # the checkout *is* the imported package (editable install): workers agree
+    try:
+        sc = spark.sparkContext
+    except Exception:  # Spark Connect: the workers run beside the server, not here
+        return
+    if sys.version_info >= (3, 11):
+        sc.environment["PYTHONSAFEPATH"] = "1"
+        return
+    msg = (
+        f"the current directory {Path.cwd()} holds interlace's source folder `interlace/`, "
+        "which would shadow the installed interlace in Spark's Python workers (No module "
+        "named 'interlace.operators'); run from another directory, or install the checkout "
+        "in editable mode: pip install -e ."
+    )
+    raise ConfigError(msg)

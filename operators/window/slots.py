@@ -1,0 +1,200 @@
+"""The window's slots: find or create the slot of each (window, group) a row belongs to.
+
+One slot per (window, group) holds its accumulators (:mod:`interlace.state.accumulators`).
+Tumbling and hopping windows look their slot up (:func:`fixed_slots`); sessions merge with
+the held sessions they overlap or touch (:func:`session_slots`). Called by ``step.py``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+from interlace.operators.common.keys import key_codes
+from interlace.operators.window.output import last_output_frame
+from interlace.operators.window.plan import WindowPlan
+from numpy.typing import NDArray
+
+__all__ = ["Assignments", "Held", "fixed_slots", "group_codes", "session_slots"]
+
+
+def group_codes(
+    slot_groups: pa.Table, n_old: int, new_groups: pa.Table, n_new: int
+) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """Shared integer codes for group tuples (NULL is a value: SQL GROUP BY).
+
+    Row counts are passed explicitly: with no ``group_by`` the tables have no columns.
+    """
+    columns = [
+        pa.chunked_array(
+            slot_groups.column(name).chunks + new_groups.column(name).chunks,
+            type=new_groups.schema.field(name).type,
+        )
+        for name in new_groups.column_names
+    ]
+    codes = key_codes(columns, n_old + n_new, null_is_value=True)
+    return codes[:n_old], codes[n_old:]
+
+
+@dataclass(frozen=True)
+class Held:
+    """A key group's slots before this call's rows are assigned, with their columns as arrays."""
+
+    slots: pa.Table
+    accs: list[Any]
+    codes: NDArray[np.int64]
+    start: NDArray[np.int64]
+    end: NDArray[np.int64]
+    emitted: NDArray[np.bool_]
+    revision: NDArray[np.int64]
+
+
+@dataclass(frozen=True)
+class Assignments:
+    """This call's taken (row, window) assignments: group code, ``[start, end)``, group values."""
+
+    codes: NDArray[np.int64]
+    starts: NDArray[np.int64]
+    ends: NDArray[np.int64]
+    groups: pa.Table
+
+
+def fixed_slots(
+    plan: WindowPlan, held: Held, new: Assignments
+) -> tuple[NDArray[np.int64], pa.Table, list[Any], NDArray[np.bool_]]:
+    """Find or create the slot of each (window start, group) assignment.
+
+    Held slots are distinct (window start, group) pairs, so a hash lookup finds each
+    assignment's slot; new slots are appended in ascending (start, group) order.
+    """
+    slots, accs, old_codes, slot_start = held.slots, held.accs, held.codes, held.start
+    new_codes, starts, ends, group_tbl = new.codes, new.starts, new.ends, new.groups
+    all_starts = np.concatenate([slot_start, starts])
+    s_codes, _ = pd.factorize(all_starts, sort=True)
+    g_count = int(max(old_codes.max(initial=-1), new_codes.max(initial=-1))) + 1
+    comb = s_codes.astype(np.int64) * max(g_count, 1) + np.concatenate([old_codes, new_codes])
+    old_comb, new_comb = comb[: len(slot_start)], comb[len(slot_start) :]
+    target = np.asarray(pd.Index(old_comb).get_indexer(new_comb), dtype=np.int64)
+    found = target >= 0
+    n_old = slots.num_rows
+    if (~found).any():
+        fresh, first_idx, inv = np.unique(new_comb[~found], return_index=True, return_inverse=True)
+        src = np.flatnonzero(~found)[first_idx]
+        target[~found] = n_old + inv
+        add = plan.new_slots(starts[src], ends[src], group_tbl, src)
+        slots = pa.concat_tables([slots, add]).combine_chunks()
+        accs = [a.accumulator().grow(s, len(fresh)) for a, s in zip(plan.aggs, accs, strict=True)]
+    return target, slots, accs, np.zeros(slots.num_rows, dtype=bool)
+
+
+def session_slots(
+    plan: WindowPlan, held: Held, new: Assignments
+) -> tuple[NDArray[np.int64], pa.Table, list[Any], NDArray[np.bool_], list[pd.DataFrame], int, int]:
+    """Merge new rows' windows ``[t, t + gap)`` with the held sessions of their groups.
+
+    Intervals of one group that overlap or touch (``start <= other end`` and ``other start <=
+    end``, i.e. rows at most ``gap`` apart) chain into one cluster: sort by (group, start), keep
+    the running max of end per group, and start a new cluster only where a start is strictly
+    after the running end (Spark's ``session_window`` merges while ``start <= current end``).
+    Held sessions take part alike, emitted or not, so a row touching a session kept under
+    reopen merges into it. Per cluster with new rows, the survivor is the earliest-starting
+    emitted session, else the earliest held one, else a new slot; every other held session of
+    the cluster is merged into it, and an absorbed session that had been emitted is retracted
+    (its last output, ``revision + 1``, ``retracted=true``). Vectorised with pandas groupby; no
+    loop over rows.
+    """
+    slots, accs, old_codes, slot_start = held.slots, held.accs, held.codes, held.start
+    slot_end, emitted, revision = held.end, held.emitted, held.revision
+    new_codes, starts, ends, group_tbl = new.codes, new.starts, new.ends, new.groups
+    n_old, n_new = slots.num_rows, len(starts)
+    if n_new == 0:
+        return np.zeros(0, dtype=np.int64), slots, accs, np.zeros(n_old, dtype=bool), [], 0, 0
+    items = pd.DataFrame(
+        {
+            "g": np.concatenate([old_codes, new_codes]),
+            "s": np.concatenate([slot_start, starts]),
+            "e": np.concatenate([slot_end, ends]),
+            "old": np.concatenate([np.ones(n_old, dtype=bool), np.zeros(n_new, dtype=bool)]),
+            "idx": np.concatenate([np.arange(n_old), np.arange(n_new)]).astype(np.int64),
+            "emitted": np.concatenate([emitted, np.zeros(n_new, dtype=bool)]),
+        }
+    )
+    items = items.sort_values(["g", "s", "old"], kind="stable").reset_index(drop=True)
+    run_max = items.groupby("g")["e"].cummax()
+    prev_max = run_max.groupby(items["g"]).shift(1)
+    # Touching merges: a new cluster only where the start is strictly after the running end.
+    new_cluster = prev_max.isna() | (items["s"] > prev_max)
+    items["c"] = np.cumsum(new_cluster.to_numpy()) - 1
+    has_new = (~items["old"]).groupby(items["c"]).transform("any")
+    items = items[has_new.to_numpy()]
+    olds = items[items["old"]]
+    # Survivor per cluster: earliest emitted held session, else earliest held session.
+    olds_sorted = olds.sort_values(["c", "s"], kind="stable")
+    surv_em = olds_sorted[olds_sorted["emitted"]].groupby("c")["idx"].first()
+    surv_any = olds_sorted.groupby("c")["idx"].first()
+    survivor = surv_em.combine_first(surv_any)
+    clusters = np.unique(items["c"].to_numpy())
+    need_new = np.setdiff1d(clusters, survivor.index.to_numpy())
+    bounds = items.groupby("c").agg(s=("s", "min"), e=("e", "max"))
+    slot_of = dict(
+        zip(
+            survivor.index.to_numpy().tolist(),
+            survivor.to_numpy().astype(np.int64).tolist(),
+            strict=True,
+        )
+    )
+    # New slots for clusters made only of new rows.
+    if len(need_new):
+        first_new = items[~items["old"]].groupby("c")["idx"].first().loc[need_new].to_numpy()
+        add = plan.new_slots(
+            bounds.loc[need_new, "s"].to_numpy(),
+            bounds.loc[need_new, "e"].to_numpy(),
+            group_tbl,
+            first_new,
+        )
+        for j, c in enumerate(need_new.tolist()):
+            slot_of[c] = n_old + j
+        slots = pa.concat_tables([slots, add]).combine_chunks()
+        accs = [
+            a.accumulator().grow(s, len(need_new)) for a, s in zip(plan.aggs, accs, strict=True)
+        ]
+    # Absorbed held sessions: merge into the survivor, retract if emitted.
+    absorbed = olds[olds["idx"].to_numpy() != olds["c"].map(slot_of).to_numpy()]
+    retracts: list[pd.DataFrame] = []
+    if len(absorbed):
+        a_idx = absorbed["idx"].to_numpy().astype(np.int64)
+        a_to = absorbed["c"].map(slot_of).to_numpy().astype(np.int64)
+        em = a_idx[emitted[a_idx]]
+        if len(em) and plan.keeps_last_output:
+            retracts.append(last_output_frame(plan, slots, em, revision[em] + 1))
+        accs = [
+            a.accumulator().merge(s, a.accumulator().take(s, a_idx), a_to)
+            for a, s in zip(plan.aggs, accs, strict=True)
+        ]
+    # Survivors take the cluster's bounds.
+    all_start = np.asarray(slots.column("start").to_numpy(), dtype=np.int64).copy()
+    all_end = np.asarray(slots.column("end").to_numpy(), dtype=np.int64).copy()
+    cl = np.array(list(slot_of.keys()), dtype=np.int64)
+    sl = np.array([slot_of[c] for c in cl.tolist()], dtype=np.int64)
+    all_start[sl] = np.minimum(all_start[sl], bounds.loc[cl, "s"].to_numpy())
+    all_end[sl] = np.maximum(all_end[sl], bounds.loc[cl, "e"].to_numpy())
+    slots = slots.set_column(0, "start", pa.array(all_start)).set_column(
+        1, "end", pa.array(all_end)
+    )
+    news = items[~items["old"]]
+    target = np.empty(n_new, dtype=np.int64)
+    target[news["idx"].to_numpy()] = news["c"].map(slot_of).to_numpy()
+    changed = np.zeros(slots.num_rows, dtype=bool)
+    if len(absorbed):
+        drop = absorbed["idx"].to_numpy().astype(np.int64)
+        keep = np.setdiff1d(np.arange(slots.num_rows), drop)
+        remap = np.full(slots.num_rows, -1, dtype=np.int64)
+        remap[keep] = np.arange(len(keep))
+        slots = slots.take(pa.array(keep))
+        accs = [a.accumulator().take(s, keep) for a, s in zip(plan.aggs, accs, strict=True)]
+        target = remap[target]
+        changed = np.zeros(slots.num_rows, dtype=bool)
+    return target, slots, accs, changed, retracts, len(need_new), len(absorbed)
