@@ -891,7 +891,7 @@ def render(args: Any, results: dict[tuple[str, str, int | None], RunResult],
         lines += ["", "## Garbage collection in the Python workers (fastest run)", "",
                   "Variants that log the workers' collections (bench/join_variants.py: "
                   "`gcstat` = interlace as released, `nofreeze` = without "
-                  "`freeze_worker_gc`).", "",
+                  "the GC freeze of `prepare_worker`).", "",
                   "| workload | engine | full collections | their CPU-s | Python workers CPU-s |",
                   "|---|---|---:|---:|---:|"]
         for (name, engine, _kg), r in logged:

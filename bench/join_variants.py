@@ -4,7 +4,7 @@ Nothing here is used by interlace itself. ``bench/join_bench.py --variant NAME``
 ``bench/profile_join.py --variant NAME`` run a variant in place of
 :class:`interlace.operators.join.JoinFunction` (the benchmark registers this module with
 cloudpickle by value, so Spark's Python workers get this code without installing it), so a
-proposed change to ``operators/join.py`` can be measured end to end before anyone edits it.
+proposed change to ``operators/join/`` can be measured end to end before anyone edits it.
 
 Variants:
 
@@ -28,7 +28,8 @@ Variants:
 * ``bigchunks``: ``baseline`` in a query started with
   ``spark.sql.execution.arrow.maxRecordsPerBatch=100000`` (:class:`BigChunksJoinFunction`;
   a variant's ``SESSION_CONF`` applies to its query only).
-* ``nofreeze``: ``baseline`` without :func:`interlace.operators._common.freeze_worker_gc` (the
+* ``nofreeze``: ``baseline`` without the GC freeze of
+  :func:`interlace.operators.common.worker.prepare_worker` (the
   workers' garbage collector untouched, as before it), collections logged
   (:class:`NoFreezeJoinFunction`); ``gcstat``: ``baseline`` with its collections logged.
 
@@ -246,17 +247,20 @@ class GcStatJoinFunction(JoinFunction):
 
 
 class NoFreezeJoinFunction(GcStatJoinFunction):
-    """``gcstat`` as before :func:`interlace.operators._common.freeze_worker_gc`: the worker's
-    garbage collector left alone."""
+    """``gcstat`` as before the GC freeze (:func:`interlace.operators.common.worker.prepare_worker`):
+    the worker's garbage collector left alone."""
 
     GC_LOG_DIR = "/tmp/interlace-bench-gc/nofreeze"
 
     def __call__(
         self, key: Any, frames: Iterator[pd.DataFrame], state: Any
     ) -> Iterator[pd.DataFrame]:
-        from interlace.operators import _common
+        import os
 
-        _common._worker_gc_done = True  # freeze_worker_gc() now does nothing in this worker
+        from interlace.operators.common.worker import WORKER_GC_FREEZE_ENV
+
+        # The documented opt-out, read by prepare_worker() at this worker's first call.
+        os.environ[WORKER_GC_FREEZE_ENV] = "0"
         yield from super().__call__(key, frames, state)
 
 

@@ -373,7 +373,7 @@ def run_query(spark: Any, root: Path, w: Workload, engine: str, key_groups: int,
               rsd: float | None, input_rows: int, ckpt_root: Path, collect: bool) -> RunResult:
     src = spark.readStream.schema(spark_schema()).option("maxFilesPerTrigger", 1).parquet(str(root))
     # Each engine gets Python workers of its own (Spark keeps one worker pool per UDF
-    # environment): interlace freezes its workers' garbage collector (freeze_worker_gc), which
+    # environment): interlace freezes its workers' garbage collector (prepare_worker), which
     # must not speed up the no-op floor run in the same workers.
     spark.sparkContext.environment["INTERLACE_BENCH_WORKERS"] = engine
     if engine == "interlace":
