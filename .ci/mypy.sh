@@ -10,6 +10,7 @@ trap 'rm -rf "$tree"' EXIT
 mkdir -p "$tree/interlace"
 for f in interlace/*.py interlace/py.typed; do ln -s "$PWD/$f" "$tree/interlace/"; done
 ln -s "$PWD/interlace/testing" "$tree/interlace/testing"
+ln -s "$PWD/interlace/pipeline" "$tree/interlace/pipeline"
 ln -s "$PWD/operators" "$tree/interlace/operators"
 ln -s "$PWD/state" "$tree/interlace/state"
 cd "$tree"

@@ -15,18 +15,10 @@ import re
 from collections.abc import Callable
 
 from interlace.operators.errors import ConfigError
-from interlace.pipeline import (
-    _JOIN_TABLE,
-    _WINDOW_TABLE,
-    FILE_FORMATS,
-    Pipeline,
-    Source,
-    TablePath,
-    _ddl_column,
-    _err,
-    _Reader,
-    _top_level_split,
-)
+from interlace.pipeline import FILE_FORMATS, Pipeline, Source
+from interlace.pipeline.ddl import ddl_column, top_level_split
+from interlace.pipeline.toml import locate
+from interlace.pipeline.validate import JOIN_TABLE, WINDOW_TABLE, TablePath, err
 
 __all__ = ["preflight"]
 
@@ -126,7 +118,7 @@ def preflight(
     def located(exc: ConfigError) -> ConfigError:
         with open(path, "rb") as fh:
             text = fh.read().decode("utf-8")
-        return _Reader(text, os.fspath(path)).located(exc)
+        return locate(exc, text, os.fspath(path))
 
     def missing(exc: ConfigError) -> None:
         if on_missing_path is None:
@@ -148,7 +140,7 @@ def _check_before_run(p: Pipeline, base: str, missing_path: Callable[[ConfigErro
             for col, typ in src.ddl_columns():
                 problem = _type_problem(typ)
                 if problem is not None:
-                    raise _err(
+                    raise err(
                         table,
                         "schema",
                         f"`schema` column {col!r} of source {src.name!r} has type {typ}: "
@@ -162,7 +154,7 @@ def _check_before_run(p: Pipeline, base: str, missing_path: Callable[[ConfigErro
         full = os.path.abspath(os.path.join(base, raw))
         if not os.path.exists(full):
             missing_path(
-                _err(
+                err(
                     table,
                     "path",
                     f"`path` {raw!r} of source {src.name!r} does not exist (looked for {full}: "
@@ -185,7 +177,7 @@ def _check_before_run(p: Pipeline, base: str, missing_path: Callable[[ConfigErro
                 master.lower(), [*near, "local", "yarn"], n=1, cutoff=0.7
             )
             hint = f"did you mean {close[0]!r}? Use " if close else "use "
-        raise _err(
+        raise err(
             ("spark",),
             "master",
             f"`master` {master!r} is not a Spark master URL; {hint}local, local[N] "
@@ -230,11 +222,11 @@ def _type_problem(typ: str) -> str | None:
         return f"{word} needs its element types in <...>, e.g. {example[word]}"
     inner = rest[1:-1]
     try:
-        parts = _top_level_split(inner, ",")
+        parts = top_level_split(inner, ",")
         if word == "STRUCT":
             if not inner.strip():
                 return None
-            types = [t for _, t in (_ddl_column(f) for f in parts)]
+            types = [t for _, t in (ddl_column(f) for f in parts)]
         else:
             types = parts
     except ValueError as exc:
@@ -278,8 +270,8 @@ def _check_key_types(p: Pipeline) -> None:
             or (wa in _STRING_TYPES and wb in _STRING_TYPES)
         ):
             continue
-        raise _err(
-            _JOIN_TABLE,
+        raise err(
+            JOIN_TABLE,
             "left_keys",
             f"join key types differ: `left_keys` {lk!r} of source {left.name!r} is {a} and "
             f"`right_keys` {rk!r} of source {right.name!r} is {b}; keys of different types do "
@@ -310,8 +302,8 @@ def _check_aggregation_types(p: Pipeline) -> None:
             fix = "aggregate one of its fields, extracted in a `sql` pre-stage"
         else:
             continue
-        raise _err(
-            (*_WINDOW_TABLE, "aggregations", i),
+        raise err(
+            (*WINDOW_TABLE, "aggregations", i),
             "column",
             f"aggregation {a.as_!r}: {a.agg} needs {need}, but `column` {a.column!r} of "
             f"source {src.name!r} is {typ}; {fix}, or CAST it in a `sql` pre-stage",

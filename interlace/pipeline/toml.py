@@ -1,0 +1,512 @@
+r"""Pipelines as TOML: :func:`read_pipeline` and :func:`write_pipeline`.
+
+Reading: tomllib parses the text and is the authority on syntax (its errors carry the line
+and column); every table and key is then checked against the model, and every error names
+its table, its key and the key's line. The lines come from
+:class:`~interlace.pipeline.positions.Positions` (a line scanner: its docstring says why not
+tomlkit), computed only when an error needs one.
+
+Writing: a tomlkit document holding only what differs from the defaults, in a fixed order
+(the package docstring). tomlkit escapes every string and key. One departure: a string with
+a newline (a SQL pre-stage, say) is written as a multi-line basic string built from
+tomlkit's *single-line* escaping, with each ``\n`` escape turned back into a line break
+and each ``\t`` into a tab, after the opening quotes' trimmed newline. tomlkit's own
+multi-line strings are not lossless, measured with tomlkit 0.13.0, 0.14.0 and 0.15.2 (the
+versions pyproject.toml allows): a CRLF is written raw and tomllib reads it back as LF
+(all three), a bare CR is written raw, which is invalid TOML, and a leading newline is
+trimmed away on reading (0.13 and 0.14). ``test_any_string_survives_the_toml_writer`` fails
+on each.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import re
+import sys
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import tomlkit
+from tomlkit.items import Item, String, StringType, Table, Trivia
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10 reads TOML with the tomli backport
+    import tomli as tomllib
+
+from interlace.operators.errors import ConfigError
+from interlace.operators.join import Join
+from interlace.operators.window import Aggregation, Window
+from interlace.pipeline.model import JOIN_KIND, Pipeline, Source, SparkSettings, Target
+from interlace.pipeline.positions import Positions
+from interlace.pipeline.validate import (
+    ET_FIELDS,
+    JOIN_TABLE,
+    WHERE_ATTR,
+    WINDOW_TABLE,
+    TablePath,
+    check_unique_sources,
+    label,
+    resolve_source,
+    toml_key,
+    window_source_of,
+)
+
+__all__ = ["locate", "read_pipeline", "write_pipeline"]
+
+
+def read_pipeline(text: str, path: str | None = None) -> Pipeline:
+    """Build a pipeline from TOML text (:meth:`Pipeline.from_toml <.model.Pipeline.from_toml>`).
+
+    Args:
+        text: The TOML document.
+        path: The file it came from, for error messages.
+
+    Raises:
+        ConfigError: Invalid TOML or an invalid pipeline, naming table, key and line.
+
+    """
+    return _Reader(text, path).pipeline()
+
+
+def locate(exc: ConfigError, text: str, path: str | None = None) -> ConfigError:
+    """Return a pipeline-level error with the line it points at in ``text`` (else ``exc``).
+
+    For errors raised by :func:`~interlace.pipeline.validate.err` after the pipeline was
+    read (``interlace.preflight``'s checks).
+    """
+    return _Reader(text, path).located(exc)
+
+
+def join_defaults(pipeline_name: str, left: Source | None, right: Source | None) -> dict[str, Any]:
+    """Return what [transform.join] means when it leaves a key out (module docstring)."""
+    lt = left.event_time_column if left is not None else None
+    rt = right.event_time_column if right is not None else None
+    if lt is not None and lt == rt:
+        et: dict[str, Any] = {
+            "event_time_column": lt,
+            "left_event_time_column": None,
+            "right_event_time_column": None,
+        }
+    else:
+        et = {
+            "event_time_column": None,
+            "left_event_time_column": lt,
+            "right_event_time_column": rt,
+        }
+    modes = {s.time_mode for s in (left, right) if s is not None}
+    time_mode = modes.pop() if len(modes) == 1 else "event"
+    return {"name": pipeline_name, "time_mode": time_mode, **et}
+
+
+def window_defaults(pipeline_name: str, src: Source | None) -> dict[str, Any]:
+    """Return what [transform.window] means when it leaves a key out (module docstring)."""
+    out: dict[str, Any] = {"name": pipeline_name}
+    if src is not None:
+        out["time_mode"] = src.time_mode
+        if src.event_time_column is not None:
+            out["event_time_column"] = src.event_time_column
+    return out
+
+
+def _field_default(f: dataclasses.Field[Any]) -> Any:
+    if f.default is not dataclasses.MISSING:
+        return f.default
+    if f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
+    return dataclasses.MISSING
+
+
+# --------------------------------------------------------------------------------------------
+# Writing
+# --------------------------------------------------------------------------------------------
+
+# A backslash escape of a tomlkit single-line basic string (``\\`` is one, so ``\\n`` is a
+# backslash and an ``n``, not a newline).
+_ESCAPE = re.compile(r"\\.")
+_LITERAL_IN_MULTILINE = {"\\n": "\n", "\\t": "\t"}
+
+
+def _string(s: str, *, multiline: bool) -> String:
+    """Return a TOML basic string, multi-line for text with newlines when allowed.
+
+    Multi-line strings keep every newline and tab literally and escape everything else a
+    basic string must escape (carriage returns too, so CRLF text survives the round trip;
+    the module docstring says why this is not tomlkit's own multi-line form).
+    """
+    single = tomlkit.string(s)
+    if not (multiline and "\n" in s):
+        return single
+    body = _ESCAPE.sub(
+        lambda m: _LITERAL_IN_MULTILINE.get(m.group(), m.group()), single.as_string()[1:-1]
+    )
+    # TOML trims the newline after the opening quotes, so text starting with one keeps it.
+    return String(StringType.MLB, s, "\n" + body, Trivia())
+
+
+def _value(value: Any, *, inline: bool = False) -> Item:
+    """Return one TOML value (str, int, bool, list of str, str map) as a tomlkit item."""
+    if isinstance(value, bool):
+        return tomlkit.item(value)
+    if isinstance(value, int):  # 60_000, not 60000: durations read better grouped
+        return tomlkit.value(f"{value:_}" if abs(value) >= 10_000 else str(value))
+    if isinstance(value, str):
+        return _string(value, multiline=not inline)
+    if isinstance(value, Mapping):
+        table = tomlkit.inline_table()
+        if value:  # { a = "1" }, padded inside the braces
+            table.append(None, tomlkit.ws(" "))
+            for k, v in value.items():
+                table.append(k, _value(v, inline=True))
+            table.append(None, tomlkit.ws(" "))
+        return table
+    if isinstance(value, list | tuple):
+        array = tomlkit.array()
+        array.extend(_value(v, inline=True) for v in value)
+        return array
+    msg = f"cannot write {value!r} as TOML"  # an invariant: specs hold only the types above
+    raise TypeError(msg)
+
+
+# Key order in the TOML (seed order); fields not listed follow in declaration order.
+_KEY_ORDER: dict[type, tuple[str, ...]] = {
+    Source: ("name", "format", "path", "schema", "event_time_column", "time_mode", "sql"),
+    Window: (
+        "kind",
+        "duration_ms",
+        "hop_ms",
+        "gap_ms",
+        "event_time_column",
+        "time_mode",
+        "lateness_ms",
+        "group_by",
+        "late_data",
+        "allowed_lateness_ms",
+        "dlq_horizon_ms",
+        "max_groups_per_window",
+    ),
+    Aggregation: ("agg", "column", "mode", "max_distinct_values_per_group", "as_"),
+}
+
+
+def _ordered_fields(obj: Any) -> list[dataclasses.Field[Any]]:
+    order = _KEY_ORDER.get(type(obj), ())
+    fs = dataclasses.fields(obj)
+    return sorted(fs, key=lambda f: order.index(f.name) if f.name in order else len(order))
+
+
+def _non_default(
+    obj: Any, defaults: Mapping[str, Any] | None = None, skip: Sequence[str] = ()
+) -> list[tuple[str, Any]]:
+    """Return ``(toml key, value)`` for every field of ``obj`` that differs from its default."""
+    out = []
+    for f in _ordered_fields(obj):
+        if f.name in skip:
+            continue
+        value = getattr(obj, f.name)
+        default = (defaults or {}).get(f.name, _field_default(f))
+        if default is dataclasses.MISSING or value != default:
+            out.append((toml_key(f.name), value))
+    return out
+
+
+def _table(items: Sequence[tuple[str, Any]], *, super_table: bool = False) -> Table:
+    table = tomlkit.table(is_super_table=super_table)
+    for k, v in items:
+        table.add(k, _value(v))
+    return table
+
+
+def write_pipeline(p: Pipeline) -> str:
+    """Return ``p`` as TOML (:meth:`Pipeline.to_toml <.model.Pipeline.to_toml>`)."""
+    doc = tomlkit.document()
+    doc.add("name", _value(p.name))
+    sources = tomlkit.aot()
+    for s in p.sources:
+        sources.append(_table(_non_default(s)))
+    doc.add("sources", sources)
+    transform = _table(
+        [("sql", p.transform_sql)] if p.transform_sql is not None else [],
+        super_table=p.transform_sql is None,
+    )
+    if p.join is not None:
+        assert p.left_source is not None and p.right_source is not None
+        j = p.join
+        defaults = join_defaults(p.name, p.source(p.left_source), p.source(p.right_source))
+        et_now = {f: getattr(j, f) for f in ET_FIELDS}
+        # The three event-time fields are left out together when they are what the sources
+        # imply; otherwise each one that is set is written (reading fills nothing then).
+        et_implied = all(et_now[f] == defaults[f] for f in ET_FIELDS)
+        items: list[tuple[str, Any]] = [
+            ("kind", JOIN_KIND),
+            ("left_source", p.left_source),
+            ("right_source", p.right_source),
+        ]
+        for k, v in _non_default(j, {f: v for f, v in defaults.items() if f not in ET_FIELDS}):
+            if k in ET_FIELDS and (et_implied or v is None):
+                continue
+            items.append((k, v))
+        transform.add("join", _table(items))
+    if p.window is not None:
+        w = p.window
+        src_name = p.resolved_window_source()
+        assert src_name is not None
+        items = [("source", p.window_source)] if p.window_source is not None else []
+        items += _non_default(
+            w, window_defaults(p.name, p.source(src_name)), skip=("aggregations",)
+        )
+        window = _table(items)
+        aggregations = tomlkit.aot()
+        for a in w.aggregations:
+            aggregations.append(_table(_non_default(a)))
+        window.add("aggregations", aggregations)
+        transform.add("window", window)
+    doc.add("transform", transform)
+    doc.add("target", _table(_non_default(p.target)))
+    if p.dead_letter is not None:
+        doc.add("dead_letter", _table(_non_default(p.dead_letter)))
+    spark = _non_default(p.spark)
+    if spark:
+        doc.add("spark", _table(spark))
+    return doc.as_string()
+
+
+# --------------------------------------------------------------------------------------------
+# Reading
+# --------------------------------------------------------------------------------------------
+
+_SOURCE_KEYS = [f.name for f in dataclasses.fields(Source)]
+_TARGET_KEYS = [f.name for f in dataclasses.fields(Target)]
+_SPARK_KEYS = [f.name for f in dataclasses.fields(SparkSettings)]
+_JOIN_FIELDS = [f.name for f in dataclasses.fields(Join)]
+_WINDOW_FIELDS = [f.name for f in dataclasses.fields(Window) if f.name != "aggregations"]
+_AGG_KEYS = [toml_key(f.name) for f in dataclasses.fields(Aggregation)]
+# Seed 001 keys that admit one value only in this version; accepted and checked, not kept.
+_WINDOW_FIXED = {"crash_recovery": "at_least_once", "on_state_cap": "fail"}
+_HINTS = {
+    "source_idleness_ms": (
+        "Spark has no per-source idleness fallback; to let a quiet source not hold the "
+        'watermark back, set [spark] conf = { "spark.sql.streaming.multipleWatermarkPolicy" '
+        '= "max" }. '
+    ),
+    "as_": "the alias is spelled `as` in TOML. ",
+}
+
+
+class _Reader:
+    """Turns TOML text into a :class:`Pipeline`, pointing every error at its line."""
+
+    def __init__(self, text: str, path: str | None) -> None:
+        self.text = text
+        self.path = path
+        self._loc: Positions | None = None
+
+    # Error helpers -------------------------------------------------------------------------------
+
+    @property
+    def loc(self) -> Positions:
+        if self._loc is None:
+            self._loc = Positions(self.text)
+        return self._loc
+
+    def where(self, table: TablePath, key: str | None = None) -> str:
+        line = self.loc.line(table, key)
+        if line is None:
+            return f" (in {self.path})" if self.path else ""
+        return f" (line {line} of {self.path})" if self.path else f" (line {line})"
+
+    def located(self, exc: ConfigError) -> ConfigError:
+        """Return ``exc`` with the line it points at (pipeline-level errors), else ``exc``."""
+        location = getattr(exc, WHERE_ATTR, None)
+        if location is None:
+            return exc
+        return ConfigError(f"{exc}{self.where(*location)}")
+
+    def fail(self, table: TablePath, key: str | None, msg: str) -> ConfigError:
+        return ConfigError(f"{label(table)}: {msg}{self.where(table, key)}")
+
+    def build(self, cls: Any, table: TablePath, kwargs: dict[str, Any]) -> Any:
+        """``cls(**kwargs)``; its ConfigError re-raised naming the table and the key's line."""
+        try:
+            return cls(**kwargs)
+        except ConfigError as exc:
+            msg = str(exc)
+            if cls in (Aggregation, Window):
+                msg = msg.replace("`as_`", "`as`")
+            present = {toml_key(k) for k in kwargs}
+            named = [n for n in re.findall(r"`([A-Za-z_]+)`", msg) if n in present]
+            raise self.fail(table, named[0] if named else None, msg) from exc
+
+    def table(self, value: object, table: TablePath, what: str) -> dict[str, Any]:
+        if not isinstance(value, dict):
+            raise self.fail(table, None, f"must be a table ({what}), got {value!r}")
+        return value
+
+    def check_keys(self, data: Mapping[str, Any], table: TablePath, valid: Sequence[str]) -> None:
+        for key in data:
+            if key in valid:
+                continue
+            close = difflib.get_close_matches(key, valid, n=1)
+            hint = _HINTS.get(key, f"did you mean `{close[0]}`? " if close else "")
+            raise self.fail(
+                table, key, f"unknown key `{key}`; {hint}valid keys: {', '.join(sorted(valid))}"
+            )
+
+    def require(self, data: Mapping[str, Any], table: TablePath, keys: Sequence[str]) -> None:
+        for key in keys:
+            if key not in data:
+                raise self.fail(table, None, f"missing required key `{key}`")
+
+    # Reading ---------------------------------------------------------------------------------
+
+    def pipeline(self) -> Pipeline:
+        try:
+            doc = tomllib.loads(self.text)
+        except tomllib.TOMLDecodeError as exc:
+            where = f" in {self.path}" if self.path else ""
+            msg = f"invalid TOML{where}: {exc}"
+            raise ConfigError(msg) from exc
+        self.check_keys(doc, (), ["name", "sources", "transform", "target", "dead_letter", "spark"])
+        self.require(doc, (), ["name", "sources", "target"])
+        name = doc["name"]
+        if not isinstance(name, str):
+            raise self.fail((), "name", f"`name` must be a string (got name={name!r})")
+        raw_sources = doc["sources"]
+        if not isinstance(raw_sources, list) or not all(isinstance(s, dict) for s in raw_sources):
+            raise self.fail(
+                (),
+                "sources",
+                "`sources` must be an array of tables: one [[sources]] table per source",
+            )
+        sources = []
+        for i, raw in enumerate(raw_sources):
+            table: TablePath = ("sources", i)
+            self.check_keys(raw, table, _SOURCE_KEYS)
+            self.require(raw, table, ["name", "format"])
+            sources.append(self.build(Source, table, dict(raw)))
+        try:
+            check_unique_sources(sources)
+        except ConfigError as exc:
+            raise self.located(exc) from exc
+        kwargs: dict[str, Any] = {"name": name, "sources": sources}
+        transform = self.table(doc.get("transform", {}), ("transform",), "[transform]")
+        self.check_keys(transform, ("transform",), ["sql", "join", "window"])
+        if "join" in transform and "window" in transform:
+            raise self.fail(
+                ("transform",),
+                "window",
+                "a window and a join in one pipeline: "
+                "[transform.join] and [transform.window] "
+                "are mutually exclusive; chain two "
+                "pipelines to aggregate a join's output",
+            )
+        if "sql" in transform:
+            kwargs["transform_sql"] = transform["sql"]
+        if "join" in transform:
+            kwargs.update(self.join(name, sources, transform["join"]))
+        elif "window" in transform:
+            kwargs.update(self.window(name, sources, transform["window"]))
+        target = self.table(doc["target"], ("target",), "[target]")
+        kwargs["target"] = self.target(target, ("target",))
+        if "dead_letter" in doc:
+            dl = self.table(doc["dead_letter"], ("dead_letter",), "[dead_letter]")
+            kwargs["dead_letter"] = self.target(dl, ("dead_letter",))
+        if "spark" in doc:
+            spark = self.table(doc["spark"], ("spark",), "[spark]")
+            self.check_keys(spark, ("spark",), _SPARK_KEYS)
+            kwargs["spark"] = self.build(SparkSettings, ("spark",), spark)
+        try:
+            return Pipeline(**kwargs)
+        except ConfigError as exc:
+            raise self.located(exc) from exc
+
+    def target(self, data: dict[str, Any], table: TablePath) -> Target:
+        self.check_keys(data, table, _TARGET_KEYS)
+        self.require(data, table, ["kind"])
+        return self.build(Target, table, dict(data))  # type: ignore[no-any-return]
+
+    def join(self, name: str, sources: list[Source], raw: object) -> dict[str, Any]:
+        data = dict(self.table(raw, JOIN_TABLE, "[transform.join]"))
+        self.check_keys(data, JOIN_TABLE, ["kind", "left_source", "right_source", *_JOIN_FIELDS])
+        kind = data.pop("kind", JOIN_KIND)
+        if kind != JOIN_KIND:
+            raise self.fail(
+                JOIN_TABLE, "kind", f"`kind` must be {JOIN_KIND!r} (got kind={kind!r})"
+            )
+        self.require(data, JOIN_TABLE, ["left_source", "right_source"])
+        refs = {}
+        for key in ("left_source", "right_source"):
+            ref = data.pop(key)
+            if not isinstance(ref, str):
+                raise self.fail(JOIN_TABLE, key, f"`{key}` must be a source name (got {ref!r})")
+            try:
+                refs[key] = resolve_source(sources, ref, JOIN_TABLE, key)
+            except ConfigError as exc:
+                raise self.located(exc) from exc
+        defaults = join_defaults(name, refs["left_source"], refs["right_source"])
+        if not any(f in data for f in ET_FIELDS):
+            data.update({f: defaults[f] for f in ET_FIELDS})
+        data.setdefault("time_mode", defaults["time_mode"])
+        data.setdefault("name", defaults["name"])
+        spec = self.build(Join, JOIN_TABLE, data)
+        return {
+            "join": spec,
+            "left_source": refs["left_source"].name,
+            "right_source": refs["right_source"].name,
+        }
+
+    def window(self, name: str, sources: list[Source], raw: object) -> dict[str, Any]:
+        data = dict(self.table(raw, WINDOW_TABLE, "[transform.window]"))
+        self.check_keys(
+            data, WINDOW_TABLE, ["source", "aggregations", *_WINDOW_FIXED, *_WINDOW_FIELDS]
+        )
+        for key, only in _WINDOW_FIXED.items():
+            if key in data and data.pop(key) != only:
+                raise self.fail(
+                    WINDOW_TABLE,
+                    key,
+                    f"`{key}` must be {only!r} in this version "
+                    f"(the other values of seed 001 are reserved)",
+                )
+        out: dict[str, Any] = {}
+        src: Source | None = None
+        if "source" in data:
+            ref = data.pop("source")
+            if not isinstance(ref, str):
+                raise self.fail(
+                    WINDOW_TABLE, "source", f"`source` must be a source name (got {ref!r})"
+                )
+            out["window_source"] = ref
+        try:
+            src = window_source_of(sources, out.get("window_source"))
+        except ConfigError as exc:
+            raise self.located(exc) from exc
+        raw_aggs = data.pop("aggregations", None)
+        if raw_aggs is None:
+            raise self.fail(
+                WINDOW_TABLE,
+                None,
+                "missing [[transform.window.aggregations]]: a "
+                "window needs at least one aggregation",
+            )
+        if not isinstance(raw_aggs, list) or not all(isinstance(a, dict) for a in raw_aggs):
+            raise self.fail(
+                WINDOW_TABLE,
+                "aggregations",
+                "`aggregations` must be an array of "
+                "tables: one "
+                "[[transform.window.aggregations]] each",
+            )
+        aggs = []
+        for i, a in enumerate(raw_aggs):
+            table: TablePath = (*WINDOW_TABLE, "aggregations", i)
+            self.check_keys(a, table, _AGG_KEYS)
+            self.require(a, table, ["agg", "as"])
+            kw = {("as_" if k == "as" else k): v for k, v in a.items()}
+            aggs.append(self.build(Aggregation, table, kw))
+        for key, value in window_defaults(name, src).items():
+            data.setdefault(key, value)
+        self.require(data, WINDOW_TABLE, ["kind"])
+        out["window"] = self.build(Window, WINDOW_TABLE, {**data, "aggregations": aggs})
+        return out

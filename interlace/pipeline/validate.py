@@ -1,0 +1,400 @@
+"""Whole-pipeline validation (SEMANTICS §6) and the errors that point into the TOML file.
+
+:func:`validate` runs when a :class:`~interlace.pipeline.Pipeline` is built: a join naming
+a source that does not exist, key columns absent from a source's schema, a target key absent
+from the output, a window and a join in one pipeline, and so on. Each problem is raised by
+:func:`err`, which labels it with its TOML table and remembers the key it is about, so that
+``Pipeline.from_toml`` can add the line number (Python callers never see the key).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
+
+from interlace.operators.common.names import DEAD_LETTER_COLUMN, RESERVED_PREFIX
+from interlace.operators.errors import ConfigError
+from interlace.pipeline.ddl import is_timestamp
+
+if TYPE_CHECKING:
+    from interlace.pipeline.model import Pipeline, Source
+
+__all__ = [
+    "ET_FIELDS",
+    "JOIN_TABLE",
+    "WHERE_ATTR",
+    "WINDOW_TABLE",
+    "TablePath",
+    "check_unique_sources",
+    "err",
+    "label",
+    "output_columns_of",
+    "resolve_source",
+    "toml_key",
+    "validate",
+    "window_source_of",
+]
+
+# Where a pipeline-level error points in the TOML file: (table path, key). from_toml turns
+# it into a line number; Python callers never see it.
+WHERE_ATTR = "_interlace_toml_where"
+
+TablePath = tuple[str | int, ...]
+
+
+def err(table: TablePath, key: str | None, msg: str) -> ConfigError:
+    """Build a pipeline-level error labelled with its TOML table, remembering where to point."""
+    exc = ConfigError(f"{label(table)}: {msg}")
+    setattr(exc, WHERE_ATTR, (table, key))
+    return exc
+
+
+def label(table: TablePath) -> str:
+    """Name a table path: ``("sources", 1)`` is ``[[sources]] #2``, ``("target",)`` ``[target]``."""
+    if not table:
+        return "top level"
+    if isinstance(table[-1], int):
+        return f"[[{'.'.join(str(p) for p in table[:-1])}]] #{table[-1] + 1}"
+    return f"[{'.'.join(str(p) for p in table)}]"
+
+
+JOIN_TABLE: TablePath = ("transform", "join")
+WINDOW_TABLE: TablePath = ("transform", "window")
+ET_FIELDS = ("event_time_column", "left_event_time_column", "right_event_time_column")
+
+
+def toml_key(field: str) -> str:
+    """Return the TOML key of a field (``window_source`` is ``source``, ``as_`` is ``as``)."""
+    return {"window_source": "source", "transform_sql": "sql", "as_": "as"}.get(field, field)
+
+
+def resolve_source(sources: Sequence[Source], name: str, table: TablePath, key: str) -> Source:
+    """Return the source called ``name``; the error points at ``key`` of ``table``."""
+    for s in sources:
+        if s.name == name:
+            return s
+    have = ", ".join(repr(s.name) for s in sources)
+    raise err(
+        table,
+        key,
+        f"`{key}` names source {name!r} that does not exist (sources: {have}); "
+        f"fix the name or add a [[sources]] table with name = {name!r}",
+    )
+
+
+def window_source_of(sources: Sequence[Source], name: str | None) -> Source:
+    """Return the window's source: the one called ``name``, else the only one."""
+    if name is not None:
+        return resolve_source(sources, name, WINDOW_TABLE, "source")
+    if len(sources) != 1:
+        have = ", ".join(repr(s.name) for s in sources)
+        raise err(
+            WINDOW_TABLE,
+            None,
+            "`source` is required when the pipeline has more than one "
+            f'source (sources: {have}); set source = "..." '
+            "(`window_source` in Python)",
+        )
+    return sources[0]
+
+
+def _input_columns(src: Source, time_mode: str, et: str, *, renamed: bool) -> list[str] | None:
+    """Return the operator's input columns from ``src`` (None when a SQL pre-stage hides them)."""
+    if renamed or src.sql is not None:
+        return None
+    cols = [c for c, _ in src.ddl_columns()]
+    return cols + [et] if time_mode == "processing" else cols
+
+
+def _check_event_time(
+    p: Pipeline, src: Source, table: TablePath, field: str, et: str, time_mode: str, renamed: bool
+) -> None:
+    """Check that the operator's time settings agree with its source's and its schema."""
+    if src.time_mode != time_mode:
+        raise err(
+            table,
+            "time_mode",
+            f"`time_mode`={time_mode!r} disagrees with source "
+            f"{src.name!r} (time_mode={src.time_mode!r}); set the same "
+            "time_mode on both",
+        )
+    if renamed or src.sql is not None:
+        return  # a SQL pre-stage may rename or synthesize the column; Spark checks it
+    if src.event_time_column is not None and src.event_time_column != et:
+        raise err(
+            table,
+            field,
+            f"`{field}`={et!r} disagrees with source {src.name!r} "
+            f"(event_time_column={src.event_time_column!r}); use the same "
+            "column in both, or leave the operator's out to inherit it",
+        )
+    types = dict(src.ddl_columns())
+    if time_mode == "event":
+        if et not in types:
+            raise err(
+                table,
+                field,
+                f"`{field}` {et!r} is not a column of source {src.name!r} "
+                f"(its columns: {list(types)}); fix the name",
+            )
+        if not is_timestamp(types[et]):
+            raise err(
+                table,
+                field,
+                f"`{field}` {et!r} of source {src.name!r} must be a TIMESTAMP "
+                f"column (got {types[et]}); convert it in the source's `sql`",
+            )
+    elif et in types:
+        raise err(
+            table,
+            field,
+            f"`time_mode`='processing' synthesizes the event-time column "
+            f"{et!r}, but source {src.name!r} already has a column named "
+            f"{et!r}; set `{field}` to another name",
+        )
+
+
+def _check_columns(
+    table: TablePath, key: str, names: Iterable[str], have: list[str] | None, what: str
+) -> None:
+    if have is None:
+        return
+    missing = [n for n in names if n not in have]
+    if missing:
+        raise err(
+            table,
+            key,
+            f"`{key}` names column(s) {missing} absent from {what} (its "
+            f"columns: {have}); fix the name or add the column",
+        )
+
+
+def _join_side_columns(p: Pipeline) -> tuple[list[str] | None, list[str] | None]:
+    j = p.join
+    assert j is not None and p.left_source is not None and p.right_source is not None
+    out = []
+    for side, name in (("left", p.left_source), ("right", p.right_source)):
+        et = j.side_event_time_column(side)
+        assert et is not None
+        out.append(_input_columns(p.source(name), j.time_mode, et, renamed=False))
+    return out[0], out[1]
+
+
+def output_columns_of(p: Pipeline) -> list[str] | None:
+    """Output columns in order, or None when a join input's columns are unknown."""
+    if p.window is not None:
+        return list(p.window.output_columns)
+    j = p.join
+    assert j is not None
+    left, right = _join_side_columns(p)
+    lsel = list(j.output_left_columns) if j.output_left_columns is not None else left
+    rsel = list(j.output_right_columns) if j.output_right_columns is not None else right
+    if j.how in ("left_semi", "left_anti"):
+        if lsel is None:
+            return None
+        names = list(lsel)
+    else:
+        if lsel is None or rsel is None:
+            return None
+        names = [j.left_prefix + c for c in lsel] + [j.right_prefix + c for c in rsel]
+    return names + [DEAD_LETTER_COLUMN] if j.late_data == "dlq" else names
+
+
+def check_unique_sources(sources: Sequence[Source]) -> None:
+    """Raise on the first source whose name an earlier source already has."""
+    seen: dict[str, int] = {}
+    for i, s in enumerate(sources):
+        if s.name in seen:
+            raise err(
+                ("sources", i),
+                "name",
+                f"duplicate source name {s.name!r} (also "
+                f"{label(('sources', seen[s.name]))}); source "
+                "names must be unique",
+            )
+        seen[s.name] = i
+
+
+def validate(p: Pipeline) -> None:
+    """Check the pipeline as a whole; raise the first problem found."""
+    check_unique_sources(p.sources)
+    if not p.sources:
+        raise err((), None, "a pipeline needs at least one [[sources]] table")
+    # Exactly one operator.
+    if p.join is not None and p.window is not None:
+        raise err(
+            ("transform",),
+            None,
+            "a window and a join in one pipeline: [transform.join] "
+            "and [transform.window] are mutually exclusive; chain "
+            "two pipelines to aggregate a join's output",
+        )
+    if p.join is None and p.window is None:
+        raise err(
+            ("transform",),
+            None,
+            "the pipeline has no operator: add a [transform.join] "
+            "or a [transform.window] table (`join` or `window`)",
+        )
+    if p.join is not None:
+        _validate_join(p)
+    else:
+        _validate_window(p)
+    # Dead letters: a [dead_letter] target exactly when the operator dead-letters.
+    op_table = JOIN_TABLE if p.join is not None else WINDOW_TABLE
+    op = p.join if p.join is not None else p.window
+    assert op is not None
+    if op.late_data == "dlq" and p.dead_letter is None:
+        raise err(
+            op_table,
+            "late_data",
+            "late_data='dlq' needs a [dead_letter] target for the "
+            "dead letters (`dead_letter` in Python); add one, e.g. "
+            '[dead_letter] kind = "duckdb"',
+        )
+    if op.late_data != "dlq" and p.dead_letter is not None:
+        raise err(
+            ("dead_letter",),
+            None,
+            f"a [dead_letter] target only receives rows under "
+            f"late_data='dlq' (got late_data={op.late_data!r}); "
+            'remove it or set late_data = "dlq"',
+        )
+    if p.dead_letter is not None and p.dead_letter.key is not None:
+        raise err(
+            ("dead_letter",),
+            "key",
+            "`key` does not apply to [dead_letter] (dead letters "
+            "are appended per micro-batch); remove it",
+        )
+    # Output columns and the target key.
+    names = output_columns_of(p)
+    if names is not None:
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise err(
+                op_table,
+                None,
+                f"output columns {dupes} appear twice (from `left_prefix`, "
+                "`right_prefix`, `output_left_columns`, "
+                "`output_right_columns`); choose distinct prefixes or "
+                "select fewer columns",
+            )
+        bad = [n for n in names if n.startswith(RESERVED_PREFIX)]
+        if bad:
+            raise err(
+                op_table,
+                None,
+                f"output columns {bad} use the reserved prefix "
+                f"{RESERVED_PREFIX!r}; change the prefix",
+            )
+    key = p.target.key
+    if key is not None and names is not None:
+        usable = [n for n in names if n != DEAD_LETTER_COLUMN]
+        _check_columns(("target",), "key", key, usable, "the output columns")
+    w = p.window
+    if w is not None and w.kind == "session" and w.late_data == "reopen" and (
+        p.target.kind == "parquet"
+    ):
+        raise err(
+            ("target",),
+            "kind",
+            "a Parquet target appends every revision, and under late_data = \"reopen\" a "
+            "session's bounds move when late rows grow or merge it, so its files cannot "
+            'converge to the final sessions; write to kind = "duckdb" (it applies the '
+            'convergence rule, docs/targets.md) or use late_data = "drop" / "dlq"',
+        )
+
+
+def _validate_join(p: Pipeline) -> None:
+    j = p.join
+    assert j is not None
+    for fname, value in (("window_source", p.window_source), ("transform_sql", p.transform_sql)):
+        if value is not None:
+            table: TablePath = WINDOW_TABLE if fname == "window_source" else ("transform",)
+            raise err(
+                table,
+                toml_key(fname),
+                f"`{fname}` ({label(table)} "
+                f"{toml_key(fname)}) only applies to a window "
+                f"(got {fname}={value!r}); for a join give "
+                "each source its own `sql` pre-stage",
+            )
+    for key in ("left_source", "right_source"):
+        if getattr(p, key) is None:
+            raise err(
+                JOIN_TABLE,
+                None,
+                f"`{key}` is required: the join reads two sources by "
+                f"name (sources: "
+                f"{', '.join(repr(s.name) for s in p.sources)})",
+            )
+    assert p.left_source is not None and p.right_source is not None
+    left = resolve_source(p.sources, p.left_source, JOIN_TABLE, "left_source")
+    right = resolve_source(p.sources, p.right_source, JOIN_TABLE, "right_source")
+    if left.name == right.name:
+        raise err(
+            JOIN_TABLE,
+            "right_source",
+            f"`left_source` and `right_source` are both "
+            f"{left.name!r}; a stream-stream join needs two "
+            "different sources (declare a stream twice, "
+            "under two names, to join it with itself)",
+        )
+    for i, s in enumerate(p.sources):
+        if s.name not in (left.name, right.name):
+            raise err(
+                ("sources", i),
+                "name",
+                f"source {s.name!r} is not read by the join "
+                f"(left_source={left.name!r}, "
+                f"right_source={right.name!r}); remove it",
+            )
+    left_cols, right_cols = _join_side_columns(p)
+    for side, src, cols, keys, sel in (
+        ("left", left, left_cols, j.left_keys, j.output_left_columns),
+        ("right", right, right_cols, j.right_keys, j.output_right_columns),
+    ):
+        et = j.side_event_time_column(side)
+        assert et is not None
+        field = (
+            f"{side}_event_time_column"
+            if getattr(j, f"{side}_event_time_column") is not None
+            else "event_time_column"
+        )
+        _check_event_time(p, src, JOIN_TABLE, field, et, j.time_mode, renamed=False)
+        what = f"the {side} source {src.name!r}"
+        _check_columns(JOIN_TABLE, f"{side}_keys", keys, cols, what)
+        _check_columns(JOIN_TABLE, f"output_{side}_columns", sel or (), cols, what)
+
+
+def _validate_window(p: Pipeline) -> None:
+    w = p.window
+    assert w is not None
+    for key in ("left_source", "right_source"):
+        if getattr(p, key) is not None:
+            raise err(
+                JOIN_TABLE,
+                key,
+                f"`{key}` only applies to a join (got {key}={getattr(p, key)!r}); remove it",
+            )
+    src = window_source_of(p.sources, p.window_source)
+    for i, s in enumerate(p.sources):
+        if s.name != src.name:
+            raise err(
+                ("sources", i),
+                "name",
+                f"source {s.name!r} is not read by the window "
+                f"(it aggregates {src.name!r}); remove it",
+            )
+    renamed = p.transform_sql is not None
+    _check_event_time(
+        p, src, WINDOW_TABLE, "event_time_column", w.event_time_column, w.time_mode, renamed
+    )
+    cols = _input_columns(src, w.time_mode, w.event_time_column, renamed=renamed)
+    what = f"source {src.name!r}"
+    _check_columns(WINDOW_TABLE, "group_by", w.group_by, cols, what)
+    for i, a in enumerate(w.aggregations):
+        if a.column is not None:
+            _check_columns((*WINDOW_TABLE, "aggregations", i), "column", [a.column], cols, what)
+
