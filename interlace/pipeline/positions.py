@@ -69,7 +69,9 @@ class Positions:
         section: TablePath = ()
         ml = ""  # the closing delimiter of an open multi-line string
         depth = 0
-        for lineno, line in enumerate(text.splitlines(), start=1):
+        # Lines as TOML (and tomllib) count them: split at "\n" only. str.splitlines() also
+        # breaks at U+0085, U+2028, ... which TOML allows raw inside strings and comments.
+        for lineno, line in enumerate(text.split("\n"), start=1):
             pos = 0
             if ml:
                 end = _find_close(line, 0, ml)

@@ -200,6 +200,9 @@ kind = "duckdb"
     msg = error_of(bad)
     assert "`crash_recovery` must be 'at_least_once'" in msg
     assert f"(line {line_of(bad, 'crash_recovery')})" in msg
+    # A raw U+2028 (or U+0085) in a string is not a line break for TOML: the line is the same.
+    odd = edit(bad, "WHERE event_type = 'click'", "WHERE event_type = 'cl\u2028ick'")
+    assert f"(line {line_of(bad, 'crash_recovery')})" in error_of(odd)
     idle = edit(text, "lateness_ms           = 30_000",
                 "lateness_ms = 30_000\nsource_idleness_ms = 1")
     msg = error_of(idle)
@@ -908,7 +911,9 @@ def test_every_valid_window_pipeline_round_trips_through_toml(p: Pipeline) -> No
 
 
 @settings(deadline=None)
-@given(st.text())
+# The two keys SparkSettings rejects in `conf` (they have fields of their own) are no strings
+# for this test: it is about the writer, not about that rule (tested above).
+@given(st.text().filter(lambda s: s not in {"spark.master", "spark.sql.shuffle.partitions"}))
 def test_any_string_survives_the_toml_writer(s: str) -> None:
     p = Pipeline.from_toml(WINDOW_TOML)
     q = dataclasses.replace(p, transform_sql=s if s.strip() else "x" + s,
