@@ -593,7 +593,7 @@ def hot_path(data: Data, key_groups: int, repeat: int, profile: bool) -> HotPath
         buf = io.StringIO()
         # interlace's own functions by cumulative time: where a call's time goes
         pstats.Stats(pr, stream=buf).sort_stats("cumulative").print_stats(
-            r"operators/window\.py|state/accumulators\.py|state/blob\.py", 22)
+            r"operators/window/|operators/common/|state/accumulators/|state/blob\.py", 22)
         prof = _trim_profile(buf.getvalue())
     return HotPath(n, key_groups, best_one * 1e9 / n, best["step"] * 1e9 / n,
                    sum(best.values()) * 1e9 / n, best["decode"] * 1e9 / n,
