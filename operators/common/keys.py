@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from numpy.typing import NDArray
 
-__all__ = ["key_codes"]
+__all__ = ["has_null_key", "key_codes", "key_codes_across"]
 
 
 def key_codes(
@@ -57,3 +57,36 @@ def key_codes(
             _, dense = np.unique(np.where(null, -1, combined), return_inverse=True)
             codes = np.where(null, -1, dense.astype(np.int64))
     return codes
+
+
+def key_codes_across(
+    probe: pa.Table,
+    probe_keys: Sequence[str],
+    build: pa.Table,
+    build_keys: Sequence[str],
+    key_types: Sequence[pa.DataType],
+) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """Encode the key tuples of two inputs as shared codes; -1 where a key is NULL.
+
+    Both inputs' key columns are cast to the common ``key_types`` first (Spark's widening,
+    :mod:`.keytypes`); float keys get ``+ 0.0`` so that ``-0.0`` equals ``0.0``, as in SQL.
+    """
+    n_p = probe.num_rows
+    columns = []
+    for pk, bk, typ in zip(probe_keys, build_keys, key_types, strict=True):
+        both = pa.chunked_array(
+            probe.column(pk).cast(typ).chunks + build.column(bk).cast(typ).chunks, type=typ
+        )
+        if pa.types.is_floating(typ):
+            both = pc.add(both, pa.scalar(0.0, typ))  # -0.0 + 0.0 == 0.0: equal keys, as in SQL
+        columns.append(both)
+    codes = key_codes(columns, n_p + build.num_rows, null_is_value=False)
+    return codes[:n_p], codes[n_p:]
+
+
+def has_null_key(table: pa.Table, keys: Sequence[str]) -> NDArray[np.bool_]:
+    """Return, per row of ``table``, whether any of its ``keys`` columns is NULL."""
+    mask = np.zeros(table.num_rows, dtype=bool)
+    for k in keys:
+        mask |= np.asarray(table.column(k).is_null().to_numpy(zero_copy_only=False), dtype=bool)
+    return mask

@@ -14,10 +14,9 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 from interlace.operators.common.arrow import i64
 from interlace.operators.common.deadletters import dead_letter
-from interlace.operators.common.keys import key_codes
+from interlace.operators.common.keys import has_null_key, key_codes_across
 from interlace.operators.common.names import DEAD_LETTER_COLUMN
 from interlace.operators.join.plan import LEFT, RIGHT, SIDE_COLUMN, SIDE_NAMES, JoinPlan
 from interlace.state.buffers import MATCHED_COLUMN, TIME_COLUMN, JoinBuffers
@@ -55,17 +54,7 @@ def _key_codes(
     build_keys: Sequence[str],
 ) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
     """Encode the key tuples of ``probe`` and ``build`` as shared ints; -1 where a key is null."""
-    n_p = probe.num_rows
-    columns = []
-    for pk, bk, typ in zip(probe_keys, build_keys, plan.key_types, strict=True):
-        both = pa.chunked_array(
-            probe.column(pk).cast(typ).chunks + build.column(bk).cast(typ).chunks, type=typ
-        )
-        if pa.types.is_floating(typ):
-            both = pc.add(both, pa.scalar(0.0, typ))  # -0.0 + 0.0 == 0.0: equal keys, as in SQL
-        columns.append(both)
-    codes = key_codes(columns, n_p + build.num_rows, null_is_value=False)
-    return codes[:n_p], codes[n_p:]
+    return key_codes_across(probe, probe_keys, build, build_keys, plan.key_types)
 
 
 def _match(
@@ -205,14 +194,6 @@ class _Out:
         return pa.concat_tables(self.parts)
 
 
-def _has_null_key(table: pa.Table, keys: Sequence[str]) -> NDArray[np.bool_]:
-    mask = np.zeros(table.num_rows, dtype=bool)
-    for k in keys:
-        mask |= np.asarray(table.column(k).is_null().to_numpy(zero_copy_only=False), dtype=bool)
-    return mask
-
-
-
 def step(plan: JoinPlan, state: JoinBuffers, batch: pa.Table, wm_us: int | None) -> StepResult:
     """Advance one key group by one call: ingest ``batch``, match, evict.
 
@@ -270,7 +251,7 @@ def step(plan: JoinPlan, state: JoinBuffers, batch: pa.Table, wm_us: int | None)
                 else:
                     counters[f"late_dropped_{name}"] = n_late
                 rows = rows.filter(pa.array(~late))
-        null_key = _has_null_key(rows, keys)
+        null_key = has_null_key(rows, keys)
         if null_key.any():
             nulls = rows.filter(pa.array(null_key))
             if keep:

@@ -1,0 +1,82 @@
+"""Key types: the type two inputs' key columns are compared in (Spark's type widening).
+
+The join (``join/plan.py``) and the stream-table join (``stream_table/plan.py``) compare a key
+column of one input with one of the other: :func:`common_key_arrow_type` gives the Arrow type
+the step casts both to, :func:`spark_common_key_type` the Spark type the key group is hashed in
+(so equal keys land in the same key group whatever their input types).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+from interlace.operators.errors import ConfigError
+
+__all__ = ["common_key_arrow_type", "spark_common_key_type"]
+
+
+def _decimal_of_arrow(t: pa.DataType) -> tuple[int, int]:
+    return (t.precision, t.scale) if pa.types.is_decimal(t) else (20, 0)
+
+
+def _widen_decimal(a: tuple[int, int], b: tuple[int, int]) -> tuple[int, int]:
+    """Spark's decimal widening for comparisons: enough integer and fraction digits (max 38)."""
+    scale = max(a[1], b[1])
+    whole = max(a[0] - a[1], b[0] - b[1])
+    return min(whole + scale, 38), min(scale, 38)
+
+
+def common_key_arrow_type(
+    lname: str, ltype: pa.DataType, rname: str, rtype: pa.DataType
+) -> pa.DataType:
+    """Return the Arrow type the key columns ``lname`` and ``rname`` are compared in.
+
+    Raises:
+        ConfigError: The two types have no common type (naming both key fields).
+    """
+    if ltype.equals(rtype):
+        return ltype
+    if pa.types.is_integer(ltype) and pa.types.is_integer(rtype):
+        return pa.int64()
+    exact = (pa.types.is_integer, pa.types.is_decimal)
+    if all(any(p(t) for p in exact) for t in (ltype, rtype)):
+        p_, s_ = _widen_decimal(_decimal_of_arrow(ltype), _decimal_of_arrow(rtype))
+        return pa.decimal128(p_, s_)
+    numeric = (pa.types.is_integer, pa.types.is_floating, pa.types.is_decimal)
+    if any(p(ltype) for p in numeric) and any(p(rtype) for p in numeric):
+        return pa.float64()
+    if (
+        pa.types.is_string(ltype)
+        and pa.types.is_large_string(rtype)
+        or (pa.types.is_large_string(ltype) and pa.types.is_string(rtype))
+    ):
+        return pa.large_string()
+    msg = (
+        f"key columns `left_keys` {lname!r} ({ltype}) and `right_keys` {rname!r} ({rtype}) have "
+        "incompatible types; cast one side so both keys have the same type"
+    )
+    raise ConfigError(msg)
+
+
+def spark_common_key_type(lt: Any, rt: Any) -> Any:
+    """Return the Spark type two key columns are compared in, ``None`` if incompatible."""
+    from pyspark.sql import types as T
+
+    if lt == rt:
+        return lt
+    integral = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
+    numeric = (*integral, T.FloatType, T.DoubleType, T.DecimalType)
+    if isinstance(lt, integral) and isinstance(rt, integral):
+        return T.LongType()
+    exact = (*integral, T.DecimalType)
+    if isinstance(lt, exact) and isinstance(rt, exact):
+
+        def dec(t: Any) -> tuple[int, int]:
+            return (t.precision, t.scale) if isinstance(t, T.DecimalType) else (20, 0)
+
+        p_, s_ = _widen_decimal(dec(lt), dec(rt))
+        return T.DecimalType(p_, s_)
+    if isinstance(lt, numeric) and isinstance(rt, numeric):
+        return T.DoubleType()
+    return None

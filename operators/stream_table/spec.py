@@ -1,0 +1,194 @@
+"""The stream-table join spec: :class:`StreamTableJoin`, validated when it is built.
+
+Neighbours: ``plan.py`` resolves a spec against the input schemas, ``step.py`` runs it,
+``shim.py`` hands it to Spark. The table vocabulary (``emit``, ``late_data`` without
+``reopen``, value and tombstone columns) is shared in :mod:`interlace.operators.common.tables`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from interlace.operators.common.checks import (
+    as_name_tuple,
+    check_int,
+    check_late_data_fields,
+    check_literal,
+)
+from interlace.operators.common.spec import DEFAULT_DLQ_HORIZON_MS, LateDataFields
+from interlace.operators.common.tables import (
+    Emit,
+    TableLateData,
+    check_table_late_data,
+    check_value_columns,
+)
+from interlace.operators.errors import ConfigError
+from interlace.state import blob
+from interlace.state.keygroups import DEFAULT_JOIN_KEY_GROUPS, KEY_GROUP_ID_SCHEME
+
+__all__ = ["StreamTableHow", "StreamTableJoin"]
+
+StreamTableHow = Literal["inner", "left"]
+"""Which stream rows a stream-table join emits.
+
+* ``"inner"``: each stream row whose key is present in the table as of its event time.
+* ``"left"``: every stream row, with NULL table columns when its key is absent.
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class StreamTableJoin(LateDataFields):
+    """A stream joined with a changelog table as of event time (SEMANTICS §7–§8).
+
+    Each stream row ``s`` at ``t`` joins the table version of its key as of ``t``: the update
+    with the greatest event time ``<= t`` (ties: the later arrival); the key is absent if there
+    is none or it is a tombstone. One output row per stream row at most; nothing is retracted.
+    Under ``emit="final"`` a row is held until the first call where ``wm > t`` (strict), so the
+    output does not depend on the micro-batch split when no row arrives behind ``wm``; under
+    ``"eager"`` it joins the versions received so far, in the call that receives it. A row or
+    update is late iff ``t < wm - HR`` on arrival (``HR`` = ``history_retention_ms``).
+
+    Example:
+        >>> from interlace import StreamTableJoin
+        >>> spec = StreamTableJoin(left_keys=["customer_id"], right_keys=["customer_id"],
+        ...                        how="left", event_time_column="ts", lateness_ms=60_000)
+        >>> (spec.retention_ms, spec.horizon_ms, spec.watermark_delay_ms)
+        (60000, 60000, 120000)
+
+    Args:
+        left_keys: Key columns of the stream (non-empty).
+        right_keys: Key columns of the table, same length, compared pairwise.
+        how: See :data:`StreamTableHow`.
+        event_time_column: Event-time column of both inputs (the table's: valid-from time).
+        left_event_time_column: Overrides ``event_time_column`` for the stream.
+        right_event_time_column: Overrides ``event_time_column`` for the table.
+        lateness_ms: How far behind the maximum event time seen a row may arrive.
+        history_retention_ms: ``HR``: per key, the table versions newer than ``wm - HR`` are
+            kept, plus the newest at or before it (default ``lateness_ms``; >= 0).
+        emit: See :data:`~interlace.operators.common.tables.Emit`.
+        tombstone_column: Optional boolean table column; true = delete (NULL is not a
+            delete). Without it, an update whose value columns are all NULL is a tombstone.
+        value_columns: The table's value columns to output (default: every table column but
+            the keys, the event time and ``tombstone_column``).
+        late_data: ``"drop"`` (counted) or ``"dlq"`` (dead letters); ``"reopen"`` is an error.
+        dlq_horizon_ms: Under ``dlq``: late rows up to this far behind ``wm - HR`` still reach
+            the operator and are dead-lettered (older ones are dropped by Spark).
+        left_prefix: Prefix of the stream's output columns.
+        right_prefix: Prefix of the table's value columns in the output.
+        key_groups: Number of key groups (state and Python calls are per key group).
+    """
+
+    left_keys: Sequence[str]
+    right_keys: Sequence[str]
+    how: StreamTableHow = "inner"
+    event_time_column: str | None = None
+    left_event_time_column: str | None = None
+    right_event_time_column: str | None = None
+    lateness_ms: int = 0
+    history_retention_ms: int | None = None
+    emit: Emit = "final"
+    tombstone_column: str | None = None
+    value_columns: Sequence[str] | None = None
+    late_data: TableLateData = "drop"
+    dlq_horizon_ms: int = DEFAULT_DLQ_HORIZON_MS
+    left_prefix: str = "left_"
+    right_prefix: str = "right_"
+    key_groups: int = DEFAULT_JOIN_KEY_GROUPS
+
+    def __post_init__(self) -> None:
+        setattr_ = object.__setattr__
+        left_keys = as_name_tuple("left_keys", self.left_keys)
+        right_keys = as_name_tuple("right_keys", self.right_keys)
+        assert left_keys is not None and right_keys is not None
+        if not left_keys or not right_keys:
+            msg = (
+                f"`left_keys` and `right_keys` must be non-empty (got left_keys={list(left_keys)}, "
+                f"right_keys={list(right_keys)}); give the key columns the stream looks up the "
+                "table by"
+            )
+            raise ConfigError(msg)
+        if len(left_keys) != len(right_keys):
+            msg = (
+                f"`left_keys` and `right_keys` must have equal length (got {list(left_keys)} and "
+                f"{list(right_keys)}); they are compared pairwise"
+            )
+            raise ConfigError(msg)
+        setattr_(self, "left_keys", left_keys)
+        setattr_(self, "right_keys", right_keys)
+        check_literal("how", self.how, StreamTableHow)
+        check_literal("emit", self.emit, Emit)
+        check_table_late_data(self.late_data, "the stream-table join")
+        check_late_data_fields(self.late_data, self.lateness_ms, None, self.dlq_horizon_ms, 0)
+        check_int("history_retention_ms", self.history_retention_ms, minimum=0, allow_none=True)
+        for side in ("left", "right"):
+            if self.side_event_time_column(side) is None:
+                what = "stream" if side == "left" else "table"
+                msg = (
+                    f"no event-time column for the {what} ({side} input): set "
+                    f"`event_time_column` (both inputs) or `{side}_event_time_column`"
+                )
+                raise ConfigError(msg)
+        setattr_(
+            self,
+            "value_columns",
+            check_value_columns(
+                "value_columns",
+                self.value_columns,
+                right_keys,
+                self.side_event_time_column("right"),
+                self.tombstone_column,
+            ),
+        )
+        for fname in ("left_prefix", "right_prefix"):
+            if not isinstance(getattr(self, fname), str):
+                msg = f"`{fname}` must be a str (got {fname}={getattr(self, fname)!r})"
+                raise ConfigError(msg)
+        self._check_key_groups()
+
+    # Derived values --------------------------------------------------------------------------
+
+    @property
+    def retention_ms(self) -> int:
+        """``HR``: ``history_retention_ms``, default ``lateness_ms`` (SEMANTICS §7)."""
+        hr = self.history_retention_ms
+        return self.lateness_ms if hr is None else hr
+
+    @property
+    def horizon_ms(self) -> int:
+        """``H``: ``HR``, plus ``dlq_horizon_ms`` under dlq (table-joins-semantics-notes §1).
+
+        Spark's ``W`` trails the operator's ``wm`` by ``H``; ``wm = W + H`` is
+        ``max event time - lateness_ms`` whatever ``H`` is.
+        """
+        return self.retention_ms + (self.dlq_horizon_ms if self.late_data == "dlq" else 0)
+
+    # watermark_delay_ms (lateness_ms + H): LateDataFields.
+
+    def side_event_time_column(self, side: str) -> str | None:
+        """Return the event-time column of ``side`` (``"left"``: stream, ``"right"``: table)."""
+        override = self.left_event_time_column if side == "left" else self.right_event_time_column
+        return override if override is not None else self.event_time_column
+
+    def state_fingerprint(self, left_columns: Sequence[str], right_columns: Sequence[str]) -> str:
+        """Fingerprint of the fields that give the stored history and held rows their meaning.
+
+        ``history_retention_ms`` and ``lateness_ms`` are not in it: changing them keeps every
+        stored version meaningful (a longer retention just keeps more from then on).
+        """
+        return blob.fingerprint(
+            {
+                "operator": "stream_table",
+                "left_keys": list(self.left_keys),
+                "right_keys": list(self.right_keys),
+                "how": self.how,
+                "emit": self.emit,
+                "tombstone_column": self.tombstone_column,
+                "value_columns": None if self.value_columns is None else list(self.value_columns),
+                "key_groups": self.key_groups,
+                "key_group_ids": KEY_GROUP_ID_SCHEME,
+                "left_columns": list(left_columns),
+                "right_columns": list(right_columns),
+            }
+        )
