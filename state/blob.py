@@ -5,7 +5,7 @@ Layout of every blob version (the envelope never changes; ``body`` is per kind):
 Version 1 (current)::
 
     {"v": 1,                      # int, format version
-     "kind": "join" | "window",   # which operator wrote it
+     "kind": "join" | "window" | "stream_table",   # which operator wrote it
      "fp": "<16 hex chars>",      # fingerprint of the spec fields that give state its meaning
      "body": {...}}               # kind-specific, msgpack-native values only
 
@@ -14,6 +14,9 @@ Join body (v1): ``{"left": <Arrow IPC stream bytes>, "right": <Arrow IPC stream 
 
 Window body (v1): ``{"slots": <Arrow IPC stream bytes>, "accs": [<accumulator state>, ...],
 "seq": int}`` — one slot per (window, group), see :mod:`interlace.operators.window`.
+
+Stream-table body (v1): ``{"history": <Arrow IPC stream bytes>, "held": <Arrow IPC stream
+bytes>, "seq": int}`` — see :mod:`interlace.state.tables`.
 
 Decoding runs the registered migration chain (``_MIGRATIONS[v]`` upgrades a version-``v``
 blob to ``v + 1``) until the current version is reached. A blob whose ``v`` is newer than

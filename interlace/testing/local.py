@@ -37,9 +37,18 @@ from interlace.operators.join import (
     JoinPlan,
     prepared_layout,
 )
+from interlace.operators.stream_table.plan import STREAM, TABLE, StreamTablePlan
+from interlace.operators.stream_table.shim import StreamTableJoinFunction
+from interlace.operators.stream_table.spec import StreamTableJoin
 from interlace.operators.window import TIME_US_COLUMN, Window, WindowFunction, WindowPlan
 
-__all__ = ["FakeGroupState", "LocalRun", "run_join_locally", "run_window_locally"]
+__all__ = [
+    "FakeGroupState",
+    "LocalRun",
+    "run_join_locally",
+    "run_stream_table_locally",
+    "run_window_locally",
+]
 
 NO_TIMESTAMP = -1
 
@@ -283,6 +292,62 @@ def run_window_locally(spec: Window, log: Sequence[Any], schema: pa.Schema) -> L
         [frame],
         spec.watermark_delay_ms,
         "min",
+    )
+    run.counters = counters.total
+    return run
+
+
+def run_stream_table_locally(
+    spec: StreamTableJoin,
+    log: Sequence[Any],
+    stream_schema: pa.Schema,
+    table_schema: pa.Schema,
+    *,
+    watermark_policy: str = "min",
+) -> LocalRun:
+    """Run ``spec`` over ``log`` through :class:`StreamTableJoinFunction`, no Spark.
+
+    Args:
+        spec: The stream-table join.
+        log: One ``JoinBatch`` per micro-batch: ``left`` the stream's rows, ``right`` the
+            table's updates; event times are naive UTC datetimes.
+        stream_schema: Arrow schema of the stream rows (timestamps as ``timestamp("ns")``).
+        table_schema: Arrow schema of the table rows.
+        watermark_policy: ``"min"`` or ``"max"``.
+    """
+    plan = StreamTablePlan.from_schemas(spec, stream_schema, table_schema)
+    counters = _Counters()
+    ets = [spec.side_event_time_column("left"), spec.side_event_time_column("right")]
+    assert ets[0] is not None and ets[1] is not None
+
+    def frame(side: int, et: str) -> Any:
+        def build(rows: Sequence[dict[str, Any]]) -> pd.DataFrame:
+            n = len(rows)
+            columns = [
+                pa.array(np.full(n, side, dtype=np.int32)),
+                pa.array(np.array([_to_us(r[et]) for r in rows], dtype=np.int64)),
+            ]
+            for s, schema, payload in ((STREAM, stream_schema, plan.stream_payload),
+                                       (TABLE, table_schema, plan.table_payload)):
+                for f, internal in zip(schema, payload, strict=True):
+                    columns.append(pa.array([r.get(f.name) for r in rows], internal.type)
+                                   if s == side else pa.nulls(n, internal.type))
+            table = pa.Table.from_arrays(columns, schema=plan.input_schema)
+            return table.to_pandas(integer_object_nulls=True, date_as_object=True)
+
+        return build
+
+    def key_of(keys: Sequence[str]) -> Any:
+        return lambda r: hash(tuple(r.get(k) for k in keys)) % spec.key_groups
+
+    run = _drive(
+        StreamTableJoinFunction(plan, counters),
+        [[list(b.left), list(b.right)] for b in log],
+        [ets[0], ets[1]],
+        [key_of(spec.left_keys), key_of(spec.right_keys)],
+        [frame(STREAM, ets[0]), frame(TABLE, ets[1])],
+        spec.watermark_delay_ms,
+        watermark_policy,
     )
     run.counters = counters.total
     return run

@@ -1,0 +1,203 @@
+"""The stream-table plan: a :class:`~.spec.StreamTableJoin` resolved against the input schemas.
+
+:class:`StreamTablePlan` is the picklable runtime description shipped to the Python workers
+(times in µs): the internal column names of both inputs (the stream's ``__il_l<i>``, the
+table's ``__il_r<i>``), the key types both are compared in, the table's value, valid-from and
+tombstone columns, the state schemas and the output columns (SEMANTICS §8). Neighbours:
+``spec.py``, ``step.py`` (runs a plan), ``shim.py`` (builds one from Spark schemas).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pyarrow as pa
+from interlace.operators.common.checks import require_names
+from interlace.operators.common.keytypes import common_key_arrow_type
+from interlace.operators.common.names import DEAD_LETTER_COLUMN, RESERVED_PREFIX
+from interlace.operators.errors import ConfigError
+from interlace.operators.stream_table.spec import StreamTableJoin
+from interlace.state.buffers import TIME_COLUMN
+from interlace.state.tables import held_schema, history_schema
+
+__all__ = [
+    "RIGHT_VALID_FROM",
+    "SIDE_COLUMN",
+    "SIDE_NAMES",
+    "STREAM",
+    "TABLE",
+    "StreamTablePlan",
+]
+
+SIDE_COLUMN = RESERVED_PREFIX + "side"
+STREAM, TABLE = 0, 1
+SIDE_NAMES = ("left", "right")
+RIGHT_VALID_FROM = "right_valid_from"
+"""The output column holding the joined version's event time (NULL when absent), SEMANTICS §8."""
+_STREAM_INTERNAL = RESERVED_PREFIX + "l"
+_TABLE_INTERNAL = RESERVED_PREFIX + "r"
+
+
+@dataclass(frozen=True)
+class StreamTablePlan:
+    """Everything :func:`~.step.step` needs, resolved against the input schemas.
+
+    Built by :func:`~.shim.prepare_stream_table_join`; tests build it from Arrow schemas with
+    :meth:`from_schemas`. Times are in microseconds (``_us``). The prepared input
+    (:attr:`input_schema`) holds the side tag, the µs time, every stream column and every
+    table column (a row fills its own side's, the other side's are NULL).
+    """
+
+    how: str
+    emit: str
+    late_data: str
+    retention_us: int
+    horizon_ms: int
+    stream_names: tuple[str, ...]
+    table_names: tuple[str, ...]
+    stream_payload: pa.Schema
+    table_payload: pa.Schema
+    stream_key_internal: tuple[str, ...]
+    table_key_internal: tuple[str, ...]
+    key_types: tuple[pa.DataType, ...]
+    value_names: tuple[str, ...]
+    value_internal: tuple[str, ...]
+    valid_from_internal: str
+    tombstone_internal: str | None
+    output_names: tuple[str, ...]
+    fp: str
+
+    @property
+    def dlq(self) -> bool:
+        """Whether late rows are dead-lettered."""
+        return self.late_data == "dlq"
+
+    @property
+    def input_schema(self) -> pa.Schema:
+        """The prepared input's schema: side tag, µs time, stream columns, table columns."""
+        head = [pa.field(SIDE_COLUMN, pa.int32()), pa.field(TIME_COLUMN, pa.int64())]
+        return pa.schema(head + list(self.stream_payload) + list(self.table_payload))
+
+    @property
+    def history_columns(self) -> tuple[str, ...]:
+        """The table columns a version keeps: keys, values, the valid-from time (no repeats)."""
+        names = (*self.table_key_internal, *self.value_internal, self.valid_from_internal)
+        return tuple(dict.fromkeys(names))
+
+    @property
+    def history_schema(self) -> pa.Schema:
+        """Schema of the version history (:mod:`interlace.state.tables`)."""
+        return history_schema([self.table_payload.field(n) for n in self.history_columns])
+
+    @property
+    def held_schema(self) -> pa.Schema:
+        """Schema of the held stream rows (:mod:`interlace.state.tables`)."""
+        return held_schema(self.stream_payload)
+
+    @property
+    def output_schema(self) -> pa.Schema:
+        """Arrow schema of the output rows, in :attr:`output_names` order."""
+        types = [f.type for f in self.stream_payload]
+        types += [self.table_payload.field(n).type for n in self.value_internal]
+        types.append(self.table_payload.field(self.valid_from_internal).type)
+        if self.dlq:
+            types.append(pa.string())
+        return pa.schema([pa.field(n, t) for n, t in zip(self.output_names, types, strict=True)])
+
+    @classmethod
+    def from_schemas(
+        cls, spec: StreamTableJoin, stream: pa.Schema, table: pa.Schema
+    ) -> StreamTablePlan:
+        """Resolve ``spec`` against the Arrow schemas of the stream and the table (no Spark).
+
+        Raises:
+            ConfigError: A key, event-time, value or tombstone column is missing, the
+                tombstone column is not boolean, key types are incompatible, or two output
+                columns collide.
+        """
+        sn, tn = tuple(stream.names), tuple(table.names)
+        set_, tet = spec.side_event_time_column("left"), spec.side_event_time_column("right")
+        assert set_ is not None and tet is not None
+        require_names(sn, spec.left_keys, "left_keys", "the stream (left input)")
+        require_names(tn, spec.right_keys, "right_keys", "the table (right input)")
+        for side, have, col in (("left", sn, set_), ("right", tn, tet)):
+            own = getattr(spec, f"{side}_event_time_column") is not None
+            field = f"{side}_event_time_column" if own else "event_time_column"
+            what = "the stream (left input)" if side == "left" else "the table (right input)"
+            require_names(have, [col], field, what, verb="name")
+        tomb = spec.tombstone_column
+        if tomb is not None:
+            require_names(tn, [tomb], "tombstone_column", "the table (right input)", verb="name")
+            if not pa.types.is_boolean(table.field(tomb).type):
+                msg = (
+                    f"`tombstone_column` {tomb!r} must be a boolean column (true = delete), got "
+                    f"{table.field(tomb).type}; cast it, e.g. F.col({tomb!r}).cast('boolean')"
+                )
+                raise ConfigError(msg)
+        values = _value_columns(spec, tn, tet)
+        spay = pa.schema([pa.field(f"{_STREAM_INTERNAL}{i}", f.type) for i, f in enumerate(stream)])
+        tpay = pa.schema([pa.field(f"{_TABLE_INTERNAL}{i}", f.type) for i, f in enumerate(table)])
+
+        def tint(name: str) -> str:
+            return str(tpay.names[tn.index(name)])
+
+        key_types = tuple(
+            common_key_arrow_type(lk, stream.field(lk).type, rk, table.field(rk).type)
+            for lk, rk in zip(spec.left_keys, spec.right_keys, strict=True)
+        )
+        return cls(
+            how=spec.how,
+            emit=spec.emit,
+            late_data=spec.late_data,
+            retention_us=spec.retention_ms * 1000,
+            horizon_ms=spec.horizon_ms,
+            stream_names=sn,
+            table_names=tn,
+            stream_payload=spay,
+            table_payload=tpay,
+            stream_key_internal=tuple(spay.names[sn.index(k)] for k in spec.left_keys),
+            table_key_internal=tuple(tint(k) for k in spec.right_keys),
+            key_types=key_types,
+            value_names=values,
+            value_internal=tuple(tint(v) for v in values),
+            valid_from_internal=tint(tet),
+            tombstone_internal=None if tomb is None else tint(tomb),
+            output_names=_output_names(spec, sn, values),
+            fp=spec.state_fingerprint(sn, tn),
+        )
+
+
+def _value_columns(spec: StreamTableJoin, table: Sequence[str], event_time: str) -> tuple[str, ...]:
+    """SEMANTICS §7: default every table column but the keys, the event time, the tombstone."""
+    if spec.value_columns is not None:
+        require_names(table, spec.value_columns, "value_columns", "the table (right input)")
+        return tuple(spec.value_columns)
+    excluded = {*spec.right_keys, event_time, spec.tombstone_column}
+    return tuple(n for n in table if n not in excluded)
+
+
+def _output_names(
+    spec: StreamTableJoin, stream: Sequence[str], values: Sequence[str]
+) -> tuple[str, ...]:
+    names = [spec.left_prefix + c for c in stream]
+    names += [spec.right_prefix + c for c in values]
+    names.append(RIGHT_VALID_FROM)
+    if spec.late_data == "dlq":
+        names.append(DEAD_LETTER_COLUMN)
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        msg = (
+            f"output columns {dupes} appear twice (from `left_prefix`={spec.left_prefix!r}, "
+            f"`right_prefix`={spec.right_prefix!r}, `value_columns` and the fixed "
+            f"{RIGHT_VALID_FROM!r}); choose distinct prefixes or fewer value columns"
+        )
+        raise ConfigError(msg)
+    bad = [n for n in names if n.startswith(RESERVED_PREFIX)]
+    if bad:
+        msg = (
+            f"output columns {bad} use the reserved prefix {RESERVED_PREFIX!r}; change "
+            "`left_prefix` / `right_prefix`"
+        )
+        raise ConfigError(msg)
+    return tuple(names)

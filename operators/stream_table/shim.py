@@ -1,0 +1,219 @@
+"""The stream-table join's Spark side: the ``applyInPandasWithState`` function and wrappers.
+
+:class:`StreamTableJoinFunction` is the only stream-table code touching ``GroupState`` (through
+:class:`~interlace.operators.common.shim.OperatorFunction`): it decodes the key group's blob,
+runs the pure :func:`~interlace.operators.stream_table.step.step` and writes the state last.
+:func:`prepare_stream_table_join` validates the inputs and prepares them (side tag, key group,
+watermarked event time, µs time); :func:`stream_table_join` runs it. Neighbours: ``spec.py``,
+``plan.py``, ``step.py``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from interlace.operators.common.arrow import arrow_schema_for, frames_to_table, table_to_pandas
+from interlace.operators.common.checks import check_input, require_columns
+from interlace.operators.common.compat import override
+from interlace.operators.common.connect import check_counters
+from interlace.operators.common.keytypes import spark_common_key_type
+from interlace.operators.common.names import DEAD_LETTER_COLUMN
+from interlace.operators.common.prepare import prepared_columns, watermarked, with_event_time
+from interlace.operators.common.shim import BoundOperator, CallResult, Frames, OperatorFunction
+from interlace.operators.common.watermark import timeout_ms_when_past, timeout_ms_when_reached
+from interlace.operators.common.worker import guard_source_checkout
+from interlace.operators.errors import ConfigError
+from interlace.operators.stream_table.plan import (
+    RIGHT_VALID_FROM,
+    SIDE_COLUMN,
+    STREAM,
+    TABLE,
+    StreamTablePlan,
+)
+from interlace.operators.stream_table.spec import StreamTableJoin
+from interlace.operators.stream_table.step import step
+from interlace.state.tables import (
+    StreamTableState,
+    decode_stream_table_state,
+    encode_stream_table_state,
+)
+
+__all__ = [
+    "NO_DEADLINE_MS",
+    "StreamTableJoinFunction",
+    "StreamTableOperator",
+    "prepare_stream_table_join",
+    "stream_table_join",
+]
+
+NO_DEADLINE_MS = 253_402_300_799_999
+"""The timeout of a key group with state but no deadline (9999-12-31): it never fires."""
+
+
+class StreamTableJoinFunction(OperatorFunction):
+    """The ``applyInPandasWithState`` function of a stream-table join (picklable).
+
+    Per call it decodes the key group's blob, runs :func:`step` with ``wm_us = (W + H) * 1000``
+    (``None`` while Spark's ``W <= 0``), yields the output, writes the state last, and sets one
+    event-time timeout at the earliest pending deadline in Spark's domain: a held row is due
+    when ``wm > t`` (:func:`timeout_ms_when_past`), a stored version is trimmed when
+    ``wm >= deadline`` (:func:`timeout_ms_when_reached`).
+    """
+
+    plan: StreamTablePlan
+
+    @override
+    def _call(self, blob: bytes | None, frames: Frames, wm_us: int | None) -> CallResult:
+        """Decode the state, run :func:`step`, encode what remains."""
+        plan = self.plan
+        if blob is not None:
+            state = decode_stream_table_state(blob, plan.fp, plan.history_schema, plan.held_schema)
+        else:
+            state = StreamTableState.empty(plan.history_schema, plan.held_schema)
+        batch = frames_to_table(plan.input_schema, frames)
+        result = step(plan, state, batch, wm_us)
+        stored = None
+        if result.state.num_rows:
+            timeouts = [NO_DEADLINE_MS]
+            if result.next_due_us is not None:
+                timeouts.append(timeout_ms_when_past(result.next_due_us, plan.horizon_ms))
+            if result.next_trim_us is not None:
+                timeouts.append(timeout_ms_when_reached(result.next_trim_us, plan.horizon_ms))
+            stored = (encode_stream_table_state(result.state, plan.fp), min(timeouts))
+        output = table_to_pandas(result.output) if result.output.num_rows else None
+        return CallResult(output, result.counters, stored)
+
+
+@dataclass(frozen=True)
+class StreamTableOperator(BoundOperator):
+    """A stream-table join bound to its inputs, ready for ``groupBy().applyInPandasWithState``.
+
+    The low-level usage gives the same rows as :func:`stream_table_join`::
+
+        op = prepare_stream_table_join(orders_df, customers_df, spec)
+        out = op.prepared.groupBy(*op.group_columns).applyInPandasWithState(
+            op.func, op.output_schema, op.state_schema, op.output_mode, op.timeout_conf)
+    """
+
+    spec: StreamTableJoin
+    plan: StreamTablePlan
+    func: StreamTableJoinFunction
+
+
+def prepare_stream_table_join(
+    stream: Any, table: Any, spec: StreamTableJoin, *, counters: Any | None = None
+) -> StreamTableOperator:
+    """Validate ``spec`` against the stream and the table and prepare them for the join.
+
+    The prepared input holds, per row: its side, key group (of the keys cast to the type both
+    inputs compare them in), a watermarked copy of the event time, the event time in µs, and
+    every column of its input (the other input's columns NULL). Each input gets
+    ``withWatermark(event_time, lateness_ms + H)`` before the union (``H = HR``, plus
+    ``dlq_horizon_ms`` under dlq), so Spark combines the two watermarks by
+    ``spark.sql.streaming.multipleWatermarkPolicy``.
+
+    Args:
+        stream: The stream (left), a streaming DataFrame.
+        table: The table's changelog (right), a streaming DataFrame.
+        spec: The join.
+        counters: Optional Spark accumulator (see :mod:`interlace.metrics`) fed per call.
+
+    Returns:
+        A :class:`StreamTableOperator`.
+
+    Raises:
+        ConfigError: Any problem with the inputs (SEMANTICS §6), before a query starts.
+    """
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    guard_source_checkout(stream.sparkSession)
+    check_counters(stream, counters)
+    sides = []
+    for name, df, what in (("left", stream, "the stream"), ("right", table, "the table")):
+        check_input(df, what)
+        et = spec.side_event_time_column(name)
+        assert et is not None
+        own = getattr(spec, f"{name}_event_time_column") is not None
+        field_name = f"{name}_event_time_column" if own else "event_time_column"
+        df = with_event_time(df, et, field_name, what, "event")
+        require_columns(
+            df, spec.left_keys if name == "left" else spec.right_keys, f"{name}_keys", what
+        )
+        sides.append((df, et))
+    (sdf, set_), (tdf, tet) = sides
+    plan = StreamTablePlan.from_schemas(
+        spec, arrow_schema_for(sdf.schema), arrow_schema_for(tdf.schema)
+    )
+    key_types = []
+    for lk, rk in zip(spec.left_keys, spec.right_keys, strict=True):
+        common = spark_common_key_type(sdf.schema[lk].dataType, tdf.schema[rk].dataType)
+        if common is None:
+            msg = (
+                f"key columns `left_keys` {lk!r} ({sdf.schema[lk].dataType.simpleString()}) and "
+                f"`right_keys` {rk!r} ({tdf.schema[rk].dataType.simpleString()}) have "
+                "incompatible types; cast one side so both keys have the same type"
+            )
+            raise ConfigError(msg)
+        key_types.append(common)
+
+    def side_frame(df: Any, et: str, side: int, keys: Any) -> Any:
+        base = watermarked(df, et, df.columns, spec.watermark_delay_ms)
+        kg_inputs = [
+            f"CAST(`{k}` AS {t.simpleString()})" for k, t in zip(keys, key_types, strict=True)
+        ]
+        cols = [
+            F.lit(side).cast("int").alias(SIDE_COLUMN),
+            *prepared_columns(kg_inputs, spec.key_groups),
+        ]
+        for s, src, payload in (
+            (STREAM, sdf, plan.stream_payload),
+            (TABLE, tdf, plan.table_payload),
+        ):
+            for f, internal in zip(src.schema.fields, payload.names, strict=True):
+                value = F.col(f"`{f.name}`") if s == side else F.lit(None).cast(f.dataType)
+                cols.append(value.alias(internal))
+        return base.select(*cols)
+
+    prepared = side_frame(sdf, set_, STREAM, spec.left_keys).unionByName(
+        side_frame(tdf, tet, TABLE, spec.right_keys)
+    )
+    names = iter(plan.output_names)
+    out_fields = [T.StructField(next(names), f.dataType, True) for f in sdf.schema.fields]
+    out_fields += [
+        T.StructField(next(names), tdf.schema[v].dataType, True) for v in plan.value_names
+    ]
+    out_fields.append(T.StructField(RIGHT_VALID_FROM, tdf.schema[tet].dataType, True))
+    if plan.dlq:
+        out_fields.append(T.StructField(DEAD_LETTER_COLUMN, T.StringType(), True))
+    func = StreamTableJoinFunction(plan, counters)
+    return StreamTableOperator.bind(spec, plan, prepared, func, out_fields)
+
+
+def stream_table_join(
+    stream: Any, table: Any, spec: StreamTableJoin, *, counters: Any | None = None
+) -> Any:
+    """Join a stream with a changelog table as of event time and return the streaming result.
+
+    interlace owns the watermark (SEMANTICS §1): do not set one yourself. Output columns
+    (SEMANTICS §8): every stream column prefixed ``left_prefix``, the table's value columns
+    prefixed ``right_prefix``, then ``right_valid_from`` (the joined version's event time,
+    NULL when the key is absent), then ``_dead_letter`` under ``late_data="dlq"``.
+
+    Example (the same call runs on Spark in ``tests/replay/test_stream_table_replay.py``)::
+
+        enriched = stream_table_join(orders, customers_changelog, StreamTableJoin(
+            left_keys=["customer_id"], right_keys=["customer_id"], how="left",
+            event_time_column="ts", lateness_ms=60_000))
+
+    Args:
+        stream: The stream (left), a streaming DataFrame.
+        table: The table's changelog (right), a streaming DataFrame.
+        spec: The join.
+        counters: Optional accumulator from :func:`interlace.metrics.counters`.
+
+    Raises:
+        ConfigError: Invalid spec or inputs, before any query starts.
+    """
+    return prepare_stream_table_join(stream, table, spec, counters=counters).apply()

@@ -1,0 +1,309 @@
+"""The stream-table join's pure core: state × micro-batch × watermark → output, new state.
+
+:func:`step` advances one key group by one call (SEMANTICS §7–§8). It makes no Spark calls,
+does no I/O and reads no clock: the operator watermark ``wm_us`` arrives as an argument.
+Vectorised per key group: the as-of lookup sorts the history by (key code, time rank) packed
+into one int64 and finds each stream row's version with one ``np.searchsorted``; retention is
+array arithmetic over the same order. Neighbours: ``plan.py`` (the plan it runs),
+:mod:`interlace.state.tables` (the state it keeps).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+from interlace.operators.common.arrow import i64
+from interlace.operators.common.deadletters import dead_letter
+from interlace.operators.common.keys import has_null_key, key_codes, key_codes_across
+from interlace.operators.stream_table.plan import (
+    SIDE_COLUMN,
+    SIDE_NAMES,
+    STREAM,
+    TABLE,
+    StreamTablePlan,
+)
+from interlace.state.buffers import TIME_COLUMN
+from interlace.state.tables import SEQ_COLUMN, TOMBSTONE_FLAG_COLUMN, StreamTableState
+from numpy.typing import NDArray
+
+__all__ = ["StreamTableStepResult", "step"]
+
+
+@dataclass
+class StreamTableStepResult:
+    """What one call of :func:`step` produced.
+
+    Attributes:
+        output: Output rows (``plan.output_names``) as an Arrow table: the joined stream rows
+            in event-time order (ties: arrival), then dead letters.
+        state: The key group's history and held rows after the call.
+        next_due_us: The earliest event time among held rows (due when ``wm >`` it), or
+            ``None``.
+        next_trim_us: The earliest ``wm`` at which retention would drop a stored version
+            (reached when ``wm >=`` it), or ``None``.
+        counters: Per-call counts: ``joined`` (rows emitted with a version),
+            ``unmatched_left`` (``left`` rows emitted without one), ``absent_dropped_left``
+            (``inner`` rows whose key was absent), ``held_left`` (stream rows received and
+            not yet due), ``versions_inserted`` / ``versions_evicted``,
+            ``late_dropped_left/right``, ``dead_lettered_left/right``,
+            ``null_key_dropped_left/right``, ``null_event_time_dropped_left/right``.
+    """
+
+    output: pa.Table
+    state: StreamTableState
+    next_due_us: int | None
+    next_trim_us: int | None
+    counters: dict[str, int]
+
+
+def _bools(a: pa.ChunkedArray | pa.Array) -> NDArray[np.bool_]:
+    return np.asarray(a.to_numpy(zero_copy_only=False), dtype=bool)
+
+
+def _add(counters: dict[str, int], name: str, n: int) -> None:
+    if n:
+        counters[name] = counters.get(name, 0) + n
+
+
+def _dead_letters(
+    plan: StreamTablePlan, side: int, rows: pa.Table, wm_us: int | None, reason: str
+) -> pa.Table:
+    """One dead-letter output row per row of ``rows`` (a side's payload columns), SEMANTICS §4."""
+    names = plan.stream_names if side == STREAM else plan.table_names
+    payload = plan.stream_payload if side == STREAM else plan.table_payload
+    records = rows.select(payload.names).rename_columns(list(names)).to_pylist()
+    # A Python loop, off the hot path: it runs only over late rows under dlq.
+    letters = [dead_letter(SIDE_NAMES[side], reason, wm_us, r) for r in records]
+    schema = plan.output_schema
+    cols = [pa.nulls(len(letters), f.type) for f in schema][:-1]
+    return pa.Table.from_arrays([*cols, pa.array(letters, pa.string())], schema=schema)
+
+
+def _admit(
+    plan: StreamTablePlan,
+    side: int,
+    rows: pa.Table,
+    wm_us: int | None,
+    counters: dict[str, int],
+    letters: list[pa.Table],
+) -> pa.Table:
+    """Set aside a side's rows without an event time and its late rows (drop or dlq).
+
+    Late (SEMANTICS §8): ``t < wm - HR`` on arrival. Without a watermark nothing is late.
+    """
+    name = SIDE_NAMES[side]
+    null_t = _bools(rows.column(TIME_COLUMN).is_null())
+    for mask, reason, dropped in (
+        (null_t, "null_event_time", "null_event_time_dropped"),
+        (None, "late", "late_dropped"),
+    ):
+        if mask is None:
+            if wm_us is None or not rows.num_rows:
+                break
+            mask = i64(rows.column(TIME_COLUMN)) < wm_us - plan.retention_us
+        if not mask.any():
+            continue
+        if plan.dlq:
+            letters.append(_dead_letters(plan, side, rows.filter(pa.array(mask)), wm_us, reason))
+            _add(counters, f"dead_lettered_{name}", int(mask.sum()))
+        else:
+            _add(counters, f"{dropped}_{name}", int(mask.sum()))
+        rows = rows.filter(pa.array(~mask))
+    return rows
+
+
+def _tombstones(plan: StreamTablePlan, updates: pa.Table) -> NDArray[np.bool_]:
+    """SEMANTICS §7: the tombstone column is true, or (without one) every value is NULL.
+
+    A NULL tombstone flag is not a delete; a table without value columns has no all-NULL
+    tombstones (docs/table-joins-semantics-notes.md §5).
+    """
+    n = updates.num_rows
+    if plan.tombstone_internal is not None:
+        flag = updates.column(plan.tombstone_internal).fill_null(False)
+        return _bools(flag)
+    if not plan.value_internal:
+        return np.zeros(n, dtype=bool)
+    tomb = np.ones(n, dtype=bool)
+    for v in plan.value_internal:
+        tomb &= _bools(updates.column(v).is_null())
+    return tomb
+
+
+def _as_of(
+    plan: StreamTablePlan, probe: pa.Table, history: pa.Table
+) -> tuple[NDArray[np.int64], NDArray[np.bool_]]:
+    """For each probe row, the history row of its key as of its event time (SEMANTICS §7).
+
+    The version with the greatest event time ``<= t``, ties: the greatest arrival number.
+    The history is sorted by (key code, rank of its time) packed into one int64 (ranks are
+    dense over the history's distinct times, so the packing cannot overflow), then by arrival;
+    each probe row's version is the last entry ``<=`` (its code, rank of the greatest history
+    time ``<= t``), if that entry has its code.
+
+    Returns:
+        The history index per probe row (-1: none) and whether its key is present (a
+        version exists and is not a tombstone).
+    """
+    n = probe.num_rows
+    idx = np.full(n, -1, dtype=np.int64)
+    if not n or not history.num_rows:
+        return idx, np.zeros(n, dtype=bool)
+    pcode, hcode = key_codes_across(
+        probe, plan.stream_key_internal, history, plan.table_key_internal, plan.key_types
+    )
+    ht = i64(history.column(TIME_COLUMN))
+    uniq_t = np.unique(ht)
+    k = np.int64(len(uniq_t) + 1)
+    hcomp = hcode * k + np.searchsorted(uniq_t, ht, "left")
+    order = np.lexsort((i64(history.column(SEQ_COLUMN)), hcomp))
+    rank = np.searchsorted(uniq_t, i64(probe.column(TIME_COLUMN)), "right") - 1
+    pos = np.searchsorted(hcomp[order], pcode * k + rank, "right") - 1
+    found = (pcode >= 0) & (pos >= 0)
+    cand = order[np.maximum(pos, 0)]
+    found &= hcode[cand] == pcode
+    idx[found] = cand[found]
+    tomb = _bools(history.column(TOMBSTONE_FLAG_COLUMN))
+    return idx, found & ~tomb[np.maximum(idx, 0)]
+
+
+def _joined(
+    plan: StreamTablePlan, due: pa.Table, history: pa.Table, counters: dict[str, int]
+) -> pa.Table:
+    """The output rows of the due stream rows, in event-time order (ties: arrival)."""
+    by_time = np.lexsort((i64(due.column(SEQ_COLUMN)), i64(due.column(TIME_COLUMN))))
+    due = due.take(pa.array(by_time))
+    idx, present = _as_of(plan, due, history)
+    _add(counters, "joined", int(present.sum()))
+    if plan.how == "inner":
+        _add(counters, "absent_dropped_left", int((~present).sum()))
+        due = due.filter(pa.array(present))
+        idx = idx[present]
+        present = present[present]
+    else:
+        _add(counters, "unmatched_left", int((~present).sum()))
+    n = due.num_rows
+    take = pa.array(np.maximum(idx, 0), mask=~present)
+    cols: list[pa.Array | pa.ChunkedArray] = [due.column(c) for c in plan.stream_payload.names]
+    for c in (*plan.value_internal, plan.valid_from_internal):
+        col = history.column(c)
+        cols.append(col.take(take) if history.num_rows else pa.nulls(n, col.type))
+    if plan.dlq:
+        cols.append(pa.nulls(n, pa.string()))
+    return pa.Table.from_arrays(cols, schema=plan.output_schema)
+
+
+def _retain(
+    plan: StreamTablePlan, history: pa.Table, wm_us: int | None
+) -> tuple[pa.Table, int | None]:
+    """Apply SEMANTICS §7 retention: per key, keep the versions newer than ``wm - HR``.
+
+    Plus the newest at or before ``wm - HR``, unless it is a tombstone: every lookup still to
+    come is for a ``t >= wm - HR``, and a tombstone as of ``t`` and no version give the same
+    absent key (docs/table-joins-semantics-notes.md §12 says why no lookup changes).
+
+    Returns:
+        The retained history, sorted by (key, time, arrival), and the earliest ``wm`` at which
+        a retained version would be dropped (``None``: never without new updates): a version
+        goes when the next one of its key reaches ``wm - HR``, a tombstone when it does.
+    """
+    n = history.num_rows
+    if not n:
+        return history, None
+    codes = key_codes([history.column(k) for k in plan.table_key_internal], n, null_is_value=True)
+    t = i64(history.column(TIME_COLUMN))
+    order = np.lexsort((i64(history.column(SEQ_COLUMN)), t, codes))
+    c, ts = codes[order], t[order]
+    tomb = _bools(history.column(TOMBSTONE_FLAG_COLUMN))[order]
+    same_next = np.zeros(n, dtype=bool)
+    same_next[:-1] = c[1:] == c[:-1]
+    if wm_us is not None:
+        older = ts <= wm_us - plan.retention_us
+        next_older = np.zeros(n, dtype=bool)
+        next_older[:-1] = older[1:]
+        keep = ~older | (~(same_next & next_older) & ~tomb)
+        if not keep.all():
+            order, c, ts, tomb = order[keep], c[keep], ts[keep], tomb[keep]
+            same_next = np.zeros(len(c), dtype=bool)
+            same_next[:-1] = c[1:] == c[:-1]
+    history = history.take(pa.array(order))
+    same_prev = np.zeros(len(c), dtype=bool)
+    same_prev[1:] = same_next[:-1]
+    trim = ts[same_prev | tomb]
+    return history, int(trim.min()) + plan.retention_us if len(trim) else None
+
+
+def step(
+    plan: StreamTablePlan, state: StreamTableState, batch: pa.Table, wm_us: int | None
+) -> StreamTableStepResult:
+    """Advance one key group by one call: apply the table updates, join the due stream rows.
+
+    Order (SEMANTICS §8): rows without an event time and late rows (``t < wm - HR``) of both
+    inputs are set aside (dropped and counted, or dead letters under dlq); table updates with
+    a NULL key are ignored and counted, the others enter their key's history; stream rows with
+    a NULL key are dropped under ``inner`` (counted), kept under ``left`` (they join nothing);
+    then the due stream rows (``eager``: all of them; ``final``: the held and new rows with
+    ``wm > t``) join their key's version as of ``t``, in event-time order; the rest stay
+    held. Last, retention trims the history with this call's ``wm``.
+
+    Args:
+        plan: The resolved join.
+        state: The key group's history and held rows before the call.
+        batch: Input rows with ``plan.input_schema`` columns (both inputs, tagged by side),
+            in arrival order.
+        wm_us: The operator watermark ``(W + H) * 1000``, or ``None`` if Spark has none yet
+            (then nothing is late, nothing is due under ``final``, nothing is trimmed).
+
+    Returns:
+        The output, the new state, the next deadlines and the counters.
+    """
+    counters: dict[str, int] = {}
+    letters: list[pa.Table] = []
+    side = np.asarray(batch.column(SIDE_COLUMN).to_numpy(), dtype=np.int32)
+    seq = pa.array(state.seq + np.arange(batch.num_rows, dtype=np.int64))
+    batch = batch.append_column(SEQ_COLUMN, seq)
+    rows = {}
+    for s, payload in ((STREAM, plan.stream_payload), (TABLE, plan.table_payload)):
+        picked = batch.filter(pa.array(side == s)).select([TIME_COLUMN, SEQ_COLUMN, *payload.names])
+        rows[s] = _admit(plan, s, picked, wm_us, counters, letters)
+
+    updates = rows[TABLE]
+    null_key = has_null_key(updates, plan.table_key_internal)
+    _add(counters, "null_key_dropped_right", int(null_key.sum()))
+    updates = updates.filter(pa.array(~null_key))
+    tomb = pa.array(_tombstones(plan, updates))
+    versions = updates.append_column(TOMBSTONE_FLAG_COLUMN, tomb).select(plan.history_schema.names)
+    history = pa.concat_tables([state.history, versions]) if updates.num_rows else state.history
+    _add(counters, "versions_inserted", updates.num_rows)
+
+    arrived = rows[STREAM]
+    if plan.how == "inner":
+        null_key = has_null_key(arrived, plan.stream_key_internal)
+        _add(counters, "null_key_dropped_left", int(null_key.sum()))
+        arrived = arrived.filter(pa.array(~null_key))
+    pending = pa.concat_tables([state.held, arrived]) if arrived.num_rows else state.held
+    if plan.emit == "eager":
+        due_mask = np.ones(pending.num_rows, dtype=bool)
+    elif wm_us is None:
+        due_mask = np.zeros(pending.num_rows, dtype=bool)
+    else:
+        due_mask = wm_us > i64(pending.column(TIME_COLUMN))
+    output = _joined(plan, pending.filter(pa.array(due_mask)), history, counters)
+    held = pending.filter(pa.array(~due_mask)) if not due_mask.all() else pending.slice(0, 0)
+    _add(counters, "held_left", int((~due_mask[state.held.num_rows :]).sum()))
+
+    before = history.num_rows
+    history, next_trim_us = _retain(plan, history, wm_us)
+    _add(counters, "versions_evicted", before - history.num_rows)
+    held_t = i64(held.column(TIME_COLUMN))
+    return StreamTableStepResult(
+        output=pa.concat_tables([output, *letters]) if letters else output,
+        state=StreamTableState(
+            history.combine_chunks(), held.combine_chunks(), state.seq + batch.num_rows
+        ),
+        next_due_us=int(held_t.min()) if len(held_t) else None,
+        next_trim_us=next_trim_us,
+        counters=counters,
+    )

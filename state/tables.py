@@ -1,0 +1,115 @@
+"""A stream-table join's key-group state: the table's version history and the held rows.
+
+One key group's state (``stream_table/step.py`` keeps it) is two Arrow tables and a counter:
+
+* ``history``: every retained table version of every key in the key group, one row each:
+  ``__il_tus`` (int64, the version's event time in µs), ``__il_seq`` (int64, its arrival
+  number: among equal event times the later arrival wins), ``__il_del`` (bool, a tombstone),
+  then the table's key columns, value columns and event-time column (``__il_r<i>``, typed as
+  the input's Arrow schema). History retention (SEMANTICS §7) trims it in every call.
+* ``held``: the stream rows waiting for ``wm > t`` under ``emit="final"`` (empty under
+  ``eager``): ``__il_tus``, ``__il_seq``, then every stream column (``__il_l<i>``).
+* ``seq``: the next arrival number.
+
+They are stored as Arrow IPC stream bytes (zstd, as the join buffers:
+:data:`~interlace.state.buffers.JOIN_IPC_COMPRESSION`) in the versioned msgpack envelope of
+:mod:`interlace.state.blob`, kind ``"stream_table"``:
+``{"history": <IPC>, "held": <IPC>, "seq": int}``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pyarrow as pa
+from interlace.state import blob
+from interlace.state.buffers import JOIN_IPC_COMPRESSION, TIME_COLUMN, ipc_to_table, table_to_ipc
+from interlace.state.errors import StateDecodeError
+
+__all__ = [
+    "SEQ_COLUMN",
+    "TOMBSTONE_FLAG_COLUMN",
+    "StreamTableState",
+    "decode_stream_table_state",
+    "encode_stream_table_state",
+    "held_schema",
+    "history_schema",
+]
+
+KIND = "stream_table"
+SEQ_COLUMN = "__il_seq"
+TOMBSTONE_FLAG_COLUMN = "__il_del"
+
+
+def history_schema(table_fields: Sequence[pa.Field]) -> pa.Schema:
+    """The history's schema: time, arrival number, tombstone flag, then ``table_fields``."""
+    head = [
+        pa.field(TIME_COLUMN, pa.int64()),
+        pa.field(SEQ_COLUMN, pa.int64()),
+        pa.field(TOMBSTONE_FLAG_COLUMN, pa.bool_()),
+    ]
+    return pa.schema(head + list(table_fields))
+
+
+def held_schema(stream_payload: pa.Schema) -> pa.Schema:
+    """The held rows' schema: time, arrival number, then the stream's payload columns."""
+    head = [pa.field(TIME_COLUMN, pa.int64()), pa.field(SEQ_COLUMN, pa.int64())]
+    return pa.schema(head + list(stream_payload))
+
+
+@dataclass
+class StreamTableState:
+    """One key group's stream-table state (see the module docstring)."""
+
+    history: pa.Table
+    held: pa.Table
+    seq: int = 0
+
+    @classmethod
+    def empty(cls, history: pa.Schema, held: pa.Schema) -> StreamTableState:
+        """Return a state with no versions and no held rows."""
+        return cls(history.empty_table(), held.empty_table())
+
+    @property
+    def num_rows(self) -> int:
+        """Versions plus held rows."""
+        return int(self.history.num_rows) + int(self.held.num_rows)
+
+
+def encode_stream_table_state(state: StreamTableState, fp: str) -> bytes:
+    """Encode a key group's state as a version-1 ``stream_table`` blob."""
+    body = {
+        "history": table_to_ipc(state.history, JOIN_IPC_COMPRESSION),
+        "held": table_to_ipc(state.held, JOIN_IPC_COMPRESSION),
+        "seq": int(state.seq),
+    }
+    return blob.encode(KIND, fp, body)
+
+
+def decode_stream_table_state(
+    data: bytes, fp: str | None, history: pa.Schema, held: pa.Schema
+) -> StreamTableState:
+    """Decode a ``stream_table`` blob (running the migration chain).
+
+    Args:
+        data: The blob bytes.
+        fp: The running spec's fingerprint (``None`` skips the check).
+        history: Expected history schema.
+        held: Expected held-rows schema.
+
+    Raises:
+        StateDecodeError: A stored table's schema differs from the expected one.
+        StateVersionError: See :func:`interlace.state.blob.decode`.
+    """
+    body = blob.decode(data, kind=KIND, fp=fp)
+    tables = {name: ipc_to_table(body[name]) for name in ("history", "held")}
+    for name, want in (("history", history), ("held", held)):
+        got = tables[name].schema
+        if not got.equals(want):
+            msg = (
+                f"stream-table {name} schema {got} differs from the expected {want}; the input "
+                "columns changed between restarts; start from a new checkpoint"
+            )
+            raise StateDecodeError(msg)
+    return StreamTableState(tables["history"], tables["held"], int(body.get("seq", 0)))
