@@ -3,6 +3,7 @@
 Public API::
 
     from interlace import Join, stream_join, Window, Aggregation, window_aggregate, local_session
+    from interlace import StreamTableJoin, stream_table_join
 """
 
 import importlib.util as _importlib_util
@@ -20,11 +21,15 @@ from interlace.operators import (
     Join,
     JoinOperator,
     StateCapError,
+    StreamTableJoin,
+    StreamTableOperator,
     Window,
     WindowOperator,
     prepare_join,
+    prepare_stream_table_join,
     prepare_window,
     stream_join,
+    stream_table_join,
     window_aggregate,
 )
 from interlace.pipeline import Pipeline, Source, SparkSettings, Target
@@ -42,13 +47,17 @@ __all__ = [
     "StateCapError",
     "StateDecodeError",
     "StateVersionError",
+    "StreamTableJoin",
+    "StreamTableOperator",
     "Target",
     "Window",
     "WindowOperator",
     "local_session",
     "prepare_join",
+    "prepare_stream_table_join",
     "prepare_window",
     "stream_join",
+    "stream_table_join",
     "window_aggregate",
 ]
 

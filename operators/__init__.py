@@ -2,6 +2,13 @@
 
 from interlace.operators.errors import ConfigError, StateCapError
 from interlace.operators.join import Join, JoinFunction, JoinOperator, prepare_join, stream_join
+from interlace.operators.stream_table import (
+    StreamTableJoin,
+    StreamTableJoinFunction,
+    StreamTableOperator,
+    prepare_stream_table_join,
+    stream_table_join,
+)
 from interlace.operators.window import (
     Aggregation,
     Window,
@@ -18,11 +25,16 @@ __all__ = [
     "JoinFunction",
     "JoinOperator",
     "StateCapError",
+    "StreamTableJoin",
+    "StreamTableJoinFunction",
+    "StreamTableOperator",
     "Window",
     "WindowFunction",
     "WindowOperator",
     "prepare_join",
+    "prepare_stream_table_join",
     "prepare_window",
     "stream_join",
+    "stream_table_join",
     "window_aggregate",
 ]

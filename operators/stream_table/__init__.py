@@ -13,6 +13,25 @@ Layers: :class:`StreamTableJoin` (``spec.py``) → :class:`StreamTablePlan` (``p
 
 from __future__ import annotations
 
+from interlace.operators.stream_table.plan import RIGHT_VALID_FROM, StreamTablePlan
+from interlace.operators.stream_table.shim import (
+    StreamTableJoinFunction,
+    StreamTableOperator,
+    prepare_stream_table_join,
+    stream_table_join,
+)
 from interlace.operators.stream_table.spec import StreamTableHow, StreamTableJoin
+from interlace.operators.stream_table.step import StreamTableStepResult, step
 
-__all__ = ["StreamTableHow", "StreamTableJoin"]
+__all__ = [
+    "RIGHT_VALID_FROM",
+    "StreamTableHow",
+    "StreamTableJoin",
+    "StreamTableJoinFunction",
+    "StreamTableOperator",
+    "StreamTablePlan",
+    "StreamTableStepResult",
+    "prepare_stream_table_join",
+    "step",
+    "stream_table_join",
+]
