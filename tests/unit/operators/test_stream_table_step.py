@@ -373,3 +373,12 @@ def test_incompatible_key_types_name_both_key_fields() -> None:
     stream = pa.schema([("k", pa.int64()), ("v", pa.string()), ("event_time", TS)])
     with pytest.raises(ConfigError, match="`left_keys`.*`right_keys`"):
         StreamTablePlan.from_schemas(StreamTableJoin(**KW), stream, KV)
+
+
+def test_docs_stream_table_page_examples_run() -> None:
+    import doctest
+    from pathlib import Path
+
+    page = Path(__file__).resolve().parents[3] / "docs" / "stream-table.md"
+    result = doctest.testfile(str(page), module_relative=False, optionflags=doctest.ELLIPSIS)
+    assert result.attempted > 5 and result.failed == 0
