@@ -17,6 +17,9 @@ from pyspark.sql import types as T
 
 __all__ = [
     "as_name_tuple",
+    "check_event_time_columns",
+    "check_key_lists",
+    "check_str_fields",
     "check_event_time",
     "check_input",
     "check_int",
@@ -173,3 +176,50 @@ def check_late_data_fields(
             f"late_data={late_data!r}); remove it or set late_data='reopen'"
         )
         raise ConfigError(msg)
+
+
+def check_key_lists(
+    left_keys: object, right_keys: object, hint: str
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Normalise ``left_keys`` / ``right_keys``: non-empty name lists of equal length.
+
+    Args:
+        left_keys: ``left_keys`` as given.
+        right_keys: ``right_keys`` as given.
+        hint: The fix for empty keys, in the operator's words.
+    """
+    left = as_name_tuple("left_keys", left_keys)
+    right = as_name_tuple("right_keys", right_keys)
+    assert left is not None and right is not None
+    if not left or not right:
+        msg = (
+            f"`left_keys` and `right_keys` must be non-empty (got left_keys={list(left)}, "
+            f"right_keys={list(right)}); {hint}"
+        )
+        raise ConfigError(msg)
+    if len(left) != len(right):
+        msg = (
+            f"`left_keys` and `right_keys` must have equal length (got {list(left)} and "
+            f"{list(right)}); they are compared pairwise"
+        )
+        raise ConfigError(msg)
+    return left, right
+
+
+def check_event_time_columns(spec: Any) -> None:
+    """Raise unless ``spec.side_event_time_column(side)`` names a column for both sides."""
+    for side in ("left", "right"):
+        if spec.side_event_time_column(side) is None:
+            msg = (
+                f"no event-time column for the {side} input: set `event_time_column` (both "
+                f"inputs) or `{side}_event_time_column`"
+            )
+            raise ConfigError(msg)
+
+
+def check_str_fields(spec: object, *fields: str) -> None:
+    """Raise unless each of ``fields`` of ``spec`` is a str (prefixes, names)."""
+    for fname in fields:
+        if not isinstance(getattr(spec, fname), str):
+            msg = f"`{fname}` must be a str (got {getattr(spec, fname)!r})"
+            raise ConfigError(msg)

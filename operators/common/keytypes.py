@@ -8,12 +8,13 @@ the step casts both to, :func:`spark_common_key_type` the Spark type the key gro
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import pyarrow as pa
 from interlace.operators.errors import ConfigError
 
-__all__ = ["common_key_arrow_type", "spark_common_key_type"]
+__all__ = ["common_key_arrow_type", "spark_common_key_type", "spark_key_types"]
 
 
 def _decimal_of_arrow(t: pa.DataType) -> tuple[int, int]:
@@ -80,3 +81,26 @@ def spark_common_key_type(lt: Any, rt: Any) -> Any:
     if isinstance(lt, numeric) and isinstance(rt, numeric):
         return T.DoubleType()
     return None
+
+
+def spark_key_types(
+    left: Any, right: Any, left_keys: Sequence[str], right_keys: Sequence[str]
+) -> list[Any]:
+    """Return the Spark type each key pair of two DataFrames is compared (and hashed) in.
+
+    Raises:
+        ConfigError: A pair has no common type (naming both key fields and the fix).
+    """
+    types = []
+    for lk, rk in zip(left_keys, right_keys, strict=True):
+        lt, rt = left.schema[lk].dataType, right.schema[rk].dataType
+        common = spark_common_key_type(lt, rt)
+        if common is None:
+            msg = (
+                f"key columns `left_keys` {lk!r} ({lt.simpleString()}) and `right_keys` "
+                f"{rk!r} ({rt.simpleString()}) have incompatible types; cast one side so both "
+                "keys have the same type"
+            )
+            raise ConfigError(msg)
+        types.append(common)
+    return types

@@ -12,12 +12,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from interlace.operators.common.checks import check_event_time
+from interlace.operators.common.checks import check_event_time, check_input, require_columns
 from interlace.operators.common.names import EVENT_TIME_COLUMN, KEY_GROUP_COLUMN, TIME_US_COLUMN
 from interlace.operators.errors import ConfigError
 from interlace.state.keygroups import key_group_sql
 
-__all__ = ["prepared_columns", "watermarked", "with_event_time"]
+__all__ = ["checked_side", "prepared_columns", "watermarked", "with_event_time"]
 
 
 def with_event_time(df: Any, column: str, field_name: str, what: str, time_mode: str) -> Any:
@@ -75,3 +75,27 @@ def prepared_columns(sql_keys: Sequence[str], key_groups: int) -> list[Any]:
         F.col(EVENT_TIME_COLUMN),
         F.unix_micros(F.col(EVENT_TIME_COLUMN)).alias(TIME_US_COLUMN),
     ]
+
+
+def checked_side(df: Any, spec: Any, side: str, what: str, time_mode: str) -> tuple[Any, str]:
+    """Check one input of a two-input operator; return it (event time ready) and that column.
+
+    The input must be streaming without reserved names, its event-time column (the spec's
+    ``side_event_time_column(side)``, named in messages by the field that set it) a timestamp
+    without a watermark, and its ``{side}_keys`` present.
+
+    Args:
+        df: The input DataFrame.
+        spec: The operator's spec (``left_keys``, ``right_keys``, event-time fields).
+        side: ``"left"`` or ``"right"``.
+        what: The input, for messages (``"the left input"``).
+        time_mode: ``"event"`` or ``"processing"`` (see :func:`with_event_time`).
+    """
+    check_input(df, what)
+    et = spec.side_event_time_column(side)
+    assert et is not None
+    own = getattr(spec, f"{side}_event_time_column") is not None
+    field_name = f"{side}_event_time_column" if own else "event_time_column"
+    df = with_event_time(df, et, field_name, what, time_mode)
+    require_columns(df, spec.left_keys if side == "left" else spec.right_keys, f"{side}_keys", what)
+    return df, et

@@ -18,22 +18,20 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 from interlace.operators.common.arrow import arrow_schema_for, frames_to_table, table_to_pandas
-from interlace.operators.common.checks import check_input, require_columns
 from interlace.operators.common.compat import override
 from interlace.operators.common.connect import check_counters
+from interlace.operators.common.keytypes import spark_key_types
 from interlace.operators.common.names import DEAD_LETTER_COLUMN
-from interlace.operators.common.prepare import prepared_columns, watermarked, with_event_time
+from interlace.operators.common.prepare import checked_side, prepared_columns, watermarked
 from interlace.operators.common.shim import BoundOperator, CallResult, Frames, OperatorFunction
 from interlace.operators.common.watermark import timeout_ms_when_past
 from interlace.operators.common.worker import guard_source_checkout
-from interlace.operators.errors import ConfigError
 from interlace.operators.join.plan import (
     LEFT,
     LEFT_PREFIX_INTERNAL,
     RIGHT,
     SIDE_COLUMN,
     JoinPlan,
-    spark_common_key_type,
 )
 from interlace.operators.join.spec import Join
 from interlace.operators.join.step import step
@@ -146,22 +144,10 @@ def prepare_join(left: Any, right: Any, spec: Join, *, counters: Any | None = No
 
     guard_source_checkout(left.sparkSession)
     check_counters(left, counters)
-    sides = {}
-    for name, df in (("left", left), ("right", right)):
-        what = f"the {name} input"
-        check_input(df, what)
-        et = spec.side_event_time_column(name)
-        assert et is not None
-        field_name = (
-            f"{name}_event_time_column"
-            if (getattr(spec, f"{name}_event_time_column") is not None)
-            else "event_time_column"
-        )
-        df = with_event_time(df, et, field_name, what, spec.time_mode)
-        keys = spec.left_keys if name == "left" else spec.right_keys
-        require_columns(df, keys, f"{name}_keys", what)
-        sides[name] = (df, et)
-
+    sides = {
+        name: checked_side(df, spec, name, f"the {name} input", spec.time_mode)
+        for name, df in (("left", left), ("right", right))
+    }
     (ldf, let), (rdf, ret) = sides["left"], sides["right"]
     plan = JoinPlan.from_schemas(
         spec,
@@ -170,17 +156,7 @@ def prepare_join(left: Any, right: Any, spec: Join, *, counters: Any | None = No
         left_type_ids=[f.dataType.json() for f in ldf.schema.fields],
         right_type_ids=[f.dataType.json() for f in rdf.schema.fields],
     )
-    key_types = []
-    for lk, rk in zip(spec.left_keys, spec.right_keys, strict=True):
-        common = spark_common_key_type(ldf.schema[lk].dataType, rdf.schema[rk].dataType)
-        if common is None:
-            msg = (
-                f"key columns `left_keys` {lk!r} ({ldf.schema[lk].dataType.simpleString()}) and "
-                f"`right_keys` {rk!r} ({rdf.schema[rk].dataType.simpleString()}) have "
-                "incompatible types; cast one side so both keys have the same type"
-            )
-            raise ConfigError(msg)
-        key_types.append(common)
+    key_types = spark_key_types(ldf, rdf, spec.left_keys, spec.right_keys)
 
     def side_frame(df: Any, et: str, side: int, keys: Sequence[str]) -> Any:
         base = watermarked(df, et, df.columns, spec.watermark_delay_ms)

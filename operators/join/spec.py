@@ -11,7 +11,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from interlace.operators.common.checks import as_name_tuple, check_int, check_literal
+from interlace.operators.common.checks import (
+    as_name_tuple,
+    check_event_time_columns,
+    check_int,
+    check_key_lists,
+    check_literal,
+    check_str_fields,
+)
 from interlace.operators.common.spec import (
     DEFAULT_DLQ_HORIZON_MS,
     LateData,
@@ -96,22 +103,11 @@ class Join(LateDataFields):
 
     def __post_init__(self) -> None:
         setattr_ = object.__setattr__
-        left_keys = as_name_tuple("left_keys", self.left_keys)
-        right_keys = as_name_tuple("right_keys", self.right_keys)
-        assert left_keys is not None and right_keys is not None
-        if not left_keys or not right_keys:
-            msg = (
-                f"`left_keys` and `right_keys` must be non-empty (got left_keys={list(left_keys)}, "
-                f"right_keys={list(right_keys)}); an unkeyed join is a cross join — give the key "
-                "columns to join on"
-            )
-            raise ConfigError(msg)
-        if len(left_keys) != len(right_keys):
-            msg = (
-                f"`left_keys` and `right_keys` must have equal length (got {list(left_keys)} and "
-                f"{list(right_keys)}); they are compared pairwise"
-            )
-            raise ConfigError(msg)
+        left_keys, right_keys = check_key_lists(
+            self.left_keys,
+            self.right_keys,
+            "an unkeyed join is a cross join — give the key columns to join on",
+        )
         setattr_(self, "left_keys", left_keys)
         setattr_(self, "right_keys", right_keys)
         setattr_(
@@ -153,18 +149,8 @@ class Join(LateDataFields):
                 )
                 raise ConfigError(msg)
         self._check_late_data_fields()
-        for side in ("left", "right"):
-            col = self.side_event_time_column(side)
-            if col is None:
-                msg = (
-                    f"no event-time column for the {side} input: set `event_time_column` (both "
-                    f"inputs) or `{side}_event_time_column`"
-                )
-                raise ConfigError(msg)
-        for fname in ("left_prefix", "right_prefix", "name"):
-            if not isinstance(getattr(self, fname), str):
-                msg = f"`{fname}` must be a str (got {getattr(self, fname)!r})"
-                raise ConfigError(msg)
+        check_event_time_columns(self)
+        check_str_fields(self, "left_prefix", "right_prefix", "name")
         self._check_key_groups()
 
     # Derived values --------------------------------------------------------------------------

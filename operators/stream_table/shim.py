@@ -14,16 +14,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from interlace.operators.common.arrow import arrow_schema_for, frames_to_table, table_to_pandas
-from interlace.operators.common.checks import check_input, require_columns
 from interlace.operators.common.compat import override
 from interlace.operators.common.connect import check_counters
-from interlace.operators.common.keytypes import spark_common_key_type
+from interlace.operators.common.keytypes import spark_key_types
 from interlace.operators.common.names import DEAD_LETTER_COLUMN
-from interlace.operators.common.prepare import prepared_columns, watermarked, with_event_time
+from interlace.operators.common.prepare import checked_side, prepared_columns, watermarked
 from interlace.operators.common.shim import BoundOperator, CallResult, Frames, OperatorFunction
 from interlace.operators.common.watermark import timeout_ms_when_past, timeout_ms_when_reached
 from interlace.operators.common.worker import guard_source_checkout
-from interlace.operators.errors import ConfigError
 from interlace.operators.stream_table.plan import (
     RIGHT_VALID_FROM,
     SIDE_COLUMN,
@@ -130,33 +128,12 @@ def prepare_stream_table_join(
 
     guard_source_checkout(stream.sparkSession)
     check_counters(stream, counters)
-    sides = []
-    for name, df, what in (("left", stream, "the stream"), ("right", table, "the table")):
-        check_input(df, what)
-        et = spec.side_event_time_column(name)
-        assert et is not None
-        own = getattr(spec, f"{name}_event_time_column") is not None
-        field_name = f"{name}_event_time_column" if own else "event_time_column"
-        df = with_event_time(df, et, field_name, what, "event")
-        require_columns(
-            df, spec.left_keys if name == "left" else spec.right_keys, f"{name}_keys", what
-        )
-        sides.append((df, et))
-    (sdf, set_), (tdf, tet) = sides
+    sdf, set_ = checked_side(stream, spec, "left", "the stream", "event")
+    tdf, tet = checked_side(table, spec, "right", "the table", "event")
     plan = StreamTablePlan.from_schemas(
         spec, arrow_schema_for(sdf.schema), arrow_schema_for(tdf.schema)
     )
-    key_types = []
-    for lk, rk in zip(spec.left_keys, spec.right_keys, strict=True):
-        common = spark_common_key_type(sdf.schema[lk].dataType, tdf.schema[rk].dataType)
-        if common is None:
-            msg = (
-                f"key columns `left_keys` {lk!r} ({sdf.schema[lk].dataType.simpleString()}) and "
-                f"`right_keys` {rk!r} ({tdf.schema[rk].dataType.simpleString()}) have "
-                "incompatible types; cast one side so both keys have the same type"
-            )
-            raise ConfigError(msg)
-        key_types.append(common)
+    key_types = spark_key_types(sdf, tdf, spec.left_keys, spec.right_keys)
 
     def side_frame(df: Any, et: str, side: int, keys: Any) -> Any:
         base = watermarked(df, et, df.columns, spec.watermark_delay_ms)

@@ -12,10 +12,12 @@ from dataclasses import dataclass
 from typing import Literal
 
 from interlace.operators.common.checks import (
-    as_name_tuple,
+    check_event_time_columns,
     check_int,
+    check_key_lists,
     check_late_data_fields,
     check_literal,
+    check_str_fields,
 )
 from interlace.operators.common.spec import DEFAULT_DLQ_HORIZON_MS, LateDataFields
 from interlace.operators.common.tables import (
@@ -24,7 +26,6 @@ from interlace.operators.common.tables import (
     check_table_late_data,
     check_value_columns,
 )
-from interlace.operators.errors import ConfigError
 from interlace.state import blob
 from interlace.state.keygroups import DEFAULT_JOIN_KEY_GROUPS, KEY_GROUP_ID_SCHEME
 
@@ -99,22 +100,11 @@ class StreamTableJoin(LateDataFields):
 
     def __post_init__(self) -> None:
         setattr_ = object.__setattr__
-        left_keys = as_name_tuple("left_keys", self.left_keys)
-        right_keys = as_name_tuple("right_keys", self.right_keys)
-        assert left_keys is not None and right_keys is not None
-        if not left_keys or not right_keys:
-            msg = (
-                f"`left_keys` and `right_keys` must be non-empty (got left_keys={list(left_keys)}, "
-                f"right_keys={list(right_keys)}); give the key columns the stream looks up the "
-                "table by"
-            )
-            raise ConfigError(msg)
-        if len(left_keys) != len(right_keys):
-            msg = (
-                f"`left_keys` and `right_keys` must have equal length (got {list(left_keys)} and "
-                f"{list(right_keys)}); they are compared pairwise"
-            )
-            raise ConfigError(msg)
+        left_keys, right_keys = check_key_lists(
+            self.left_keys,
+            self.right_keys,
+            "give the key columns the stream looks the table up by",
+        )
         setattr_(self, "left_keys", left_keys)
         setattr_(self, "right_keys", right_keys)
         check_literal("how", self.how, StreamTableHow)
@@ -122,14 +112,7 @@ class StreamTableJoin(LateDataFields):
         check_table_late_data(self.late_data, "the stream-table join")
         check_late_data_fields(self.late_data, self.lateness_ms, None, self.dlq_horizon_ms, 0)
         check_int("history_retention_ms", self.history_retention_ms, minimum=0, allow_none=True)
-        for side in ("left", "right"):
-            if self.side_event_time_column(side) is None:
-                what = "stream" if side == "left" else "table"
-                msg = (
-                    f"no event-time column for the {what} ({side} input): set "
-                    f"`event_time_column` (both inputs) or `{side}_event_time_column`"
-                )
-                raise ConfigError(msg)
+        check_event_time_columns(self)
         setattr_(
             self,
             "value_columns",
@@ -141,10 +124,7 @@ class StreamTableJoin(LateDataFields):
                 self.tombstone_column,
             ),
         )
-        for fname in ("left_prefix", "right_prefix"):
-            if not isinstance(getattr(self, fname), str):
-                msg = f"`{fname}` must be a str (got {fname}={getattr(self, fname)!r})"
-                raise ConfigError(msg)
+        check_str_fields(self, "left_prefix", "right_prefix")
         self._check_key_groups()
 
     # Derived values --------------------------------------------------------------------------

@@ -151,3 +151,48 @@ def test_restart_from_checkpoint_mid_log_matches_the_oracle(spark, tmp_path):
     want = assert_matches_oracle(result, log, spec, SEED_SCHEMA, SEED_SCHEMA)
     assert len(want.rows) == 30  # every stream row once (the sentinel stays held)
     assert sum(r["right_v"] is not None for _, r in result.rows) > 10
+
+
+def test_input_errors_are_raised_before_any_query(spark, tmp_path):
+    from pyspark.sql import functions as F
+
+    from interlace import ConfigError
+
+    for name, schema in (("s", STREAM), ("t", TABLE)):
+        (tmp_path / name).mkdir()
+    stream = spark.readStream.schema(STREAM).parquet(str(tmp_path / "s"))
+    table = spark.readStream.schema(TABLE).parquet(str(tmp_path / "t"))
+    ok = dict(left_keys=["id"], right_keys=["id"], event_time_column="ts")
+    with pytest.raises(ConfigError, match=r"`tombstone_column` 'tier' must be a boolean"):
+        stream_table_join(stream, table, StreamTableJoin(**ok, tombstone_column="tier"))
+    with pytest.raises(ConfigError, match=r"`right_keys` names column\(s\) \['nope'\]"):
+        stream_table_join(stream, table, StreamTableJoin(**{**ok, "right_keys": ["nope"]}))
+    with pytest.raises(ConfigError, match=r"`value_columns` names column\(s\) \['price'\]"):
+        stream_table_join(stream, table, StreamTableJoin(**ok, value_columns=["price"]))
+    with pytest.raises(ConfigError, match=r"`right_event_time_column` column 'tier' .* Timestamp"):
+        stream_table_join(stream, table, StreamTableJoin(**ok, right_event_time_column="tier"))
+    with pytest.raises(ConfigError, match="must be a streaming DataFrame"):
+        stream_table_join(stream, spark.range(3), StreamTableJoin(**ok))
+    with pytest.raises(ConfigError, match="already carries a watermark"):
+        stream_table_join(stream, table.withWatermark("ts", "1 second"), StreamTableJoin(**ok))
+    with pytest.raises(ConfigError, match="incompatible types"):
+        stream_table_join(stream.withColumn("id", F.col("id").cast("string")), table,
+                          StreamTableJoin(**ok))
+
+
+def test_low_level_apply_in_pandas_with_state_gives_identical_rows(spark, tmp_path):
+    from pyspark.sql.streaming.state import GroupStateTimeout
+
+    from interlace import prepare_stream_table_join
+
+    spec = StreamTableJoin(how="left", key_groups=2, **seed.STREAM_TABLE_KWARGS)
+    log = seed.stream_table_log(one_per_batch=False)
+
+    def low_level(stream, table):
+        op = prepare_stream_table_join(stream, table, spec)
+        return op.prepared.groupBy(*op.group_columns).applyInPandasWithState(
+            op.func, op.output_schema, op.state_schema, "append",
+            GroupStateTimeout.EventTimeTimeout)
+
+    result = replay_join(spark, log, SEED_SCHEMA, SEED_SCHEMA, low_level, workdir=tmp_path)
+    assert_matches_oracle(result, log, spec, SEED_SCHEMA, SEED_SCHEMA)
