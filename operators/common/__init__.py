@@ -4,7 +4,10 @@
 * :mod:`.spec`: the ``LateData`` / ``TimeMode`` vocabulary and the late-data fields of a spec.
 * :mod:`.checks`: spec-field and input-DataFrame validation (``ConfigError`` messages).
 * :mod:`.watermark`: the operator watermark ``wm`` and the event-time timeouts in Spark's domain.
-* :mod:`.keys`: key tuples as shared integer codes.
+* :mod:`.keys`: key tuples as shared integer codes (one input, or two inputs' keys at once).
+* :mod:`.keytypes`: the type two inputs' key columns are compared in (Arrow and Spark).
+* :mod:`.tables`: the table joins' vocabulary (``emit``, ``late_data`` without ``reopen``,
+  value and tombstone columns).
 * :mod:`.deadletters`: the JSON dead-letter rows (SEMANTICS §4).
 * :mod:`.arrow`: Spark schemas as Arrow schemas, pandas frames to Arrow tables and back.
 * :mod:`.counters`: the per-call counters the workers send to a Spark accumulator.
@@ -14,7 +17,8 @@
 * :mod:`.shim`: the pieces of every ``applyInPandasWithState`` shim and prepared input.
 
 The operators themselves live beside this package (``operators/join/``,
-``operators/window/``); each imports what it needs from these modules directly.
+``operators/window/``, ``operators/stream_table/``); each imports what it needs from these
+modules directly.
 """
 
 __all__: list[str] = []
