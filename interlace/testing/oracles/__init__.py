@@ -2,6 +2,11 @@
 
 * :mod:`~interlace.testing.oracles.join` — :func:`oracle_join`, the stream-stream join.
 * :mod:`~interlace.testing.oracles.window` — :func:`oracle_window`, the window aggregation.
+* :mod:`~interlace.testing.oracles.stream_table` — :func:`oracle_stream_table_join`, the
+  stream-table join.
+* :mod:`~interlace.testing.oracles.table` — :func:`oracle_table_join`, the table-table join.
+* :mod:`~interlace.testing.oracles.foreign_key` — :func:`oracle_foreign_key_join`, the
+  foreign-key table join.
 
 What the oracles share is only what is the same for every operator, each written once:
 
@@ -12,6 +17,9 @@ What the oracles share is only what is the same for every operator, each written
   (``late_data``, ``time_mode``, the horizon ``H``, the output-column check).
 * :mod:`~interlace.testing.oracles.rows` — :class:`OracleRow`, the dead-letter output
   (``SEMANTICS.md`` §4) and :func:`canonical_rows`, to compare output as multisets.
+* :mod:`~interlace.testing.oracles.changelog` — what the three table joins share: the §7
+  reading of a changelog input, the §9 changelog output, :class:`TableOracleResult` and
+  the Spark layer around their per-call models.
 
 The oracles are deliberately naive (plain loops, no vectorisation, no key groups, no state
 blobs) and import nothing from ``interlace.operators`` or ``interlace.state`` (nor pyspark),
@@ -19,6 +27,12 @@ so they can judge them; a test checks every module of this package for it.
 """
 
 from interlace.testing.log import JoinBatch, JoinLog, to_us
+from interlace.testing.oracles.changelog import (
+    EMIT_MODES,
+    TABLE_LATE_DATA_MODES,
+    TableOracleResult,
+)
+from interlace.testing.oracles.foreign_key import FOREIGN_KEY_HOWS, oracle_foreign_key_join
 from interlace.testing.oracles.join import JOIN_HOWS, JoinOracleResult, oracle_join
 from interlace.testing.oracles.resolve import DEFAULT_DLQ_HORIZON_MS, LATE_DATA_MODES
 from interlace.testing.oracles.rows import (
@@ -35,6 +49,12 @@ from interlace.testing.oracles.spark_rules import (
     spark_drops_row,
     spark_event_time_ms,
 )
+from interlace.testing.oracles.stream_table import (
+    RIGHT_VALID_FROM,
+    STREAM_TABLE_HOWS,
+    oracle_stream_table_join,
+)
+from interlace.testing.oracles.table import TABLE_HOWS, oracle_table_join
 from interlace.testing.oracles.window import (
     AGGREGATIONS,
     DISTINCT_MODES,
@@ -51,14 +71,21 @@ __all__ = [
     "DEAD_LETTER_COLUMN",
     "DEFAULT_DLQ_HORIZON_MS",
     "DISTINCT_MODES",
+    "EMIT_MODES",
+    "FOREIGN_KEY_HOWS",
     "JOIN_HOWS",
     "LATE_DATA_MODES",
+    "RIGHT_VALID_FROM",
+    "STREAM_TABLE_HOWS",
+    "TABLE_HOWS",
+    "TABLE_LATE_DATA_MODES",
     "WATERMARK_POLICIES",
     "WINDOW_KINDS",
     "JoinBatch",
     "JoinLog",
     "JoinOracleResult",
     "OracleRow",
+    "TableOracleResult",
     "WindowBatch",
     "WindowLog",
     "WindowOracleResult",
@@ -67,7 +94,10 @@ __all__ = [
     "canonical_rows",
     "dead_letter_json_value",
     "operator_wm_us",
+    "oracle_foreign_key_join",
     "oracle_join",
+    "oracle_stream_table_join",
+    "oracle_table_join",
     "oracle_window",
     "processing_time_stamps",
     "spark_drops_row",

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from interlace.testing.log import JoinLog
-from interlace.testing.oracles.table import (
+from interlace.testing.oracles.changelog import (
     EMIT_MODES,
     OP_DELETE,
     OP_UPSERT,

@@ -23,8 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from interlace.testing.log import JoinLog
-from interlace.testing.oracles.rows import DEAD_LETTER_COLUMN, OracleRow
-from interlace.testing.oracles.table import (
+from interlace.testing.oracles.changelog import (
     EMIT_MODES,
     SIDES,
     Arrival,
@@ -45,6 +44,7 @@ from interlace.testing.oracles.table import (
     split_due,
     stamp_processing_time,
 )
+from interlace.testing.oracles.rows import DEAD_LETTER_COLUMN, OracleRow
 
 __all__ = ["RIGHT_VALID_FROM", "STREAM_TABLE_HOWS", "oracle_stream_table_join"]
 

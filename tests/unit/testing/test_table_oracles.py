@@ -26,9 +26,10 @@ import interlace.testing.oracles.table as table_module
 import interlace.testing.seed003_tables as seed
 from interlace.testing.log import JoinBatch, to_us
 from interlace.testing.oracle import DEAD_LETTER_COLUMN, canonical_rows
+from interlace.testing.oracles.changelog import TableOracleResult
 from interlace.testing.oracles.foreign_key import oracle_foreign_key_join
 from interlace.testing.oracles.stream_table import oracle_stream_table_join
-from interlace.testing.oracles.table import TableOracleResult, oracle_table_join
+from interlace.testing.oracles.table import oracle_table_join
 from interlace.testing.seed003_tables import Change
 
 T0 = datetime(2026, 1, 1)
