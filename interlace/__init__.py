@@ -3,7 +3,7 @@
 Public API::
 
     from interlace import Join, stream_join, Window, Aggregation, window_aggregate, local_session
-    from interlace import StreamTableJoin, stream_table_join
+    from interlace import StreamTableJoin, stream_table_join, TableJoin, table_join
 """
 
 import importlib.util as _importlib_util
@@ -23,13 +23,17 @@ from interlace.operators import (
     StateCapError,
     StreamTableJoin,
     StreamTableOperator,
+    TableJoin,
+    TableJoinOperator,
     Window,
     WindowOperator,
     prepare_join,
     prepare_stream_table_join,
+    prepare_table_join,
     prepare_window,
     stream_join,
     stream_table_join,
+    table_join,
     window_aggregate,
 )
 from interlace.pipeline import Pipeline, Source, SparkSettings, Target
@@ -49,15 +53,19 @@ __all__ = [
     "StateVersionError",
     "StreamTableJoin",
     "StreamTableOperator",
+    "TableJoin",
+    "TableJoinOperator",
     "Target",
     "Window",
     "WindowOperator",
     "local_session",
     "prepare_join",
     "prepare_stream_table_join",
+    "prepare_table_join",
     "prepare_window",
     "stream_join",
     "stream_table_join",
+    "table_join",
     "window_aggregate",
 ]
 

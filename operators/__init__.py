@@ -9,6 +9,13 @@ from interlace.operators.stream_table import (
     prepare_stream_table_join,
     stream_table_join,
 )
+from interlace.operators.table import (
+    TableJoin,
+    TableJoinFunction,
+    TableJoinOperator,
+    prepare_table_join,
+    table_join,
+)
 from interlace.operators.window import (
     Aggregation,
     Window,
@@ -28,13 +35,18 @@ __all__ = [
     "StreamTableJoin",
     "StreamTableJoinFunction",
     "StreamTableOperator",
+    "TableJoin",
+    "TableJoinFunction",
+    "TableJoinOperator",
     "Window",
     "WindowFunction",
     "WindowOperator",
     "prepare_join",
     "prepare_stream_table_join",
+    "prepare_table_join",
     "prepare_window",
     "stream_join",
     "stream_table_join",
+    "table_join",
     "window_aggregate",
 ]

@@ -32,7 +32,9 @@ __all__ = [
     "TOMBSTONE_FLAG_COLUMN",
     "StreamTableState",
     "decode_stream_table_state",
+    "decode_tables",
     "encode_stream_table_state",
+    "encode_tables",
     "held_schema",
     "history_schema",
 ]
@@ -77,14 +79,51 @@ class StreamTableState:
         return int(self.history.num_rows) + int(self.held.num_rows)
 
 
+def encode_tables(kind: str, fp: str, tables: dict[str, pa.Table], seq: int) -> bytes:
+    """Encode named Arrow tables and an arrival counter as a version-1 blob of ``kind``.
+
+    The layout of the table joins' states (this module's and :mod:`.table_join`'s):
+    ``{<name>: <Arrow IPC, zstd>, ..., "seq": int}``.
+    """
+    body: dict[str, object] = {
+        name: table_to_ipc(table, JOIN_IPC_COMPRESSION) for name, table in tables.items()
+    }
+    body["seq"] = int(seq)
+    return blob.encode(kind, fp, body)
+
+
+def decode_tables(
+    data: bytes, kind: str, fp: str | None, schemas: dict[str, pa.Schema], what: str
+) -> tuple[dict[str, pa.Table], int]:
+    """Decode a blob written by :func:`encode_tables`, checking each table's schema.
+
+    Args:
+        data: The blob bytes.
+        kind: The blob kind expected.
+        fp: The running spec's fingerprint (``None`` skips the check).
+        schemas: The expected schema of each stored table, by name.
+        what: The operator, for messages (``"stream-table"``).
+
+    Raises:
+        StateDecodeError: A stored table's schema differs from the expected one.
+        StateVersionError: See :func:`interlace.state.blob.decode`.
+    """
+    body = blob.decode(data, kind=kind, fp=fp)
+    tables = {name: ipc_to_table(body[name]) for name in schemas}
+    for name, want in schemas.items():
+        got = tables[name].schema
+        if not got.equals(want):
+            msg = (
+                f"{what} {name} schema {got} differs from the expected {want}; the input "
+                "columns changed between restarts; start from a new checkpoint"
+            )
+            raise StateDecodeError(msg)
+    return tables, int(body.get("seq", 0))
+
+
 def encode_stream_table_state(state: StreamTableState, fp: str) -> bytes:
     """Encode a key group's state as a version-1 ``stream_table`` blob."""
-    body = {
-        "history": table_to_ipc(state.history, JOIN_IPC_COMPRESSION),
-        "held": table_to_ipc(state.held, JOIN_IPC_COMPRESSION),
-        "seq": int(state.seq),
-    }
-    return blob.encode(KIND, fp, body)
+    return encode_tables(KIND, fp, {"history": state.history, "held": state.held}, state.seq)
 
 
 def decode_stream_table_state(
@@ -102,14 +141,6 @@ def decode_stream_table_state(
         StateDecodeError: A stored table's schema differs from the expected one.
         StateVersionError: See :func:`interlace.state.blob.decode`.
     """
-    body = blob.decode(data, kind=KIND, fp=fp)
-    tables = {name: ipc_to_table(body[name]) for name in ("history", "held")}
-    for name, want in (("history", history), ("held", held)):
-        got = tables[name].schema
-        if not got.equals(want):
-            msg = (
-                f"stream-table {name} schema {got} differs from the expected {want}; the input "
-                "columns changed between restarts; start from a new checkpoint"
-            )
-            raise StateDecodeError(msg)
-    return StreamTableState(tables["history"], tables["held"], int(body.get("seq", 0)))
+    schemas = {"history": history, "held": held}
+    tables, seq = decode_tables(data, KIND, fp, schemas, "stream-table")
+    return StreamTableState(tables["history"], tables["held"], seq)

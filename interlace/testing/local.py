@@ -37,9 +37,10 @@ from interlace.operators.join import (
     JoinPlan,
     prepared_layout,
 )
-from interlace.operators.stream_table.plan import STREAM, TABLE, StreamTablePlan
+from interlace.operators.stream_table.plan import StreamTablePlan
 from interlace.operators.stream_table.shim import StreamTableJoinFunction
 from interlace.operators.stream_table.spec import StreamTableJoin
+from interlace.operators.table import TableJoin, TableJoinFunction, TableJoinPlan
 from interlace.operators.window import TIME_US_COLUMN, Window, WindowFunction, WindowPlan
 
 __all__ = [
@@ -47,6 +48,7 @@ __all__ = [
     "LocalRun",
     "run_join_locally",
     "run_stream_table_locally",
+    "run_table_join_locally",
     "run_window_locally",
 ]
 
@@ -297,6 +299,67 @@ def run_window_locally(spec: Window, log: Sequence[Any], schema: pa.Schema) -> L
     return run
 
 
+def _hashable_key(v: Any) -> Any:
+    """A key value as Spark's ``xxhash64`` sees it: every NaN alike, ``-0.0`` as ``0.0``."""
+    if isinstance(v, float):
+        return "NaN" if v != v else v + 0.0
+    return v
+
+
+def _two_sided_frame(
+    input_schema: pa.Schema, schemas: Sequence[pa.Schema], payloads: Sequence[pa.Schema],
+    side: int, et: str,
+) -> Any:
+    """Build a table join's prepared frames of ``side``'s rows (the other side's columns NULL)."""
+
+    def build(rows: Sequence[dict[str, Any]]) -> pd.DataFrame:
+        n = len(rows)
+        columns = [
+            pa.array(np.full(n, side, dtype=np.int32)),
+            pa.array(np.array([_to_us(r[et]) for r in rows], dtype=np.int64)),
+        ]
+        for s, (schema, payload) in enumerate(zip(schemas, payloads, strict=True)):
+            for f, internal in zip(schema, payload, strict=True):
+                columns.append(pa.array([r.get(f.name) for r in rows], internal.type)
+                               if s == side else pa.nulls(n, internal.type))
+        table = pa.Table.from_arrays(columns, schema=input_schema)
+        return table.to_pandas(integer_object_nulls=True, date_as_object=True)
+
+    return build
+
+
+def _run_two_sided(
+    func: Any,
+    spec: Any,
+    log: Sequence[Any],
+    schemas: Sequence[pa.Schema],
+    payloads: Sequence[pa.Schema],
+    key_columns: Sequence[Sequence[str]],
+    watermark_policy: str,
+) -> LocalRun:
+    """Drive a table join's function over ``log`` (``left`` / ``right`` rows per batch)."""
+    counters = _Counters()
+    func.counters = counters
+    ets = [spec.side_event_time_column("left"), spec.side_event_time_column("right")]
+    assert ets[0] is not None and ets[1] is not None
+
+    def key_of(keys: Sequence[str]) -> Any:
+        return lambda r: hash(tuple(_hashable_key(r.get(k)) for k in keys)) % spec.key_groups
+
+    input_schema = func.plan.input_schema
+    run = _drive(
+        func,
+        [[list(b.left), list(b.right)] for b in log],
+        [ets[0], ets[1]],
+        [key_of(keys) for keys in key_columns],
+        [_two_sided_frame(input_schema, schemas, payloads, side, ets[side]) for side in (0, 1)],
+        spec.watermark_delay_ms,
+        watermark_policy,
+    )
+    run.counters = counters.total
+    return run
+
+
 def run_stream_table_locally(
     spec: StreamTableJoin,
     log: Sequence[Any],
@@ -316,41 +379,37 @@ def run_stream_table_locally(
         watermark_policy: ``"min"`` or ``"max"``.
     """
     plan = StreamTablePlan.from_schemas(spec, stream_schema, table_schema)
-    counters = _Counters()
-    ets = [spec.side_event_time_column("left"), spec.side_event_time_column("right")]
-    assert ets[0] is not None and ets[1] is not None
-
-    def frame(side: int, et: str) -> Any:
-        def build(rows: Sequence[dict[str, Any]]) -> pd.DataFrame:
-            n = len(rows)
-            columns = [
-                pa.array(np.full(n, side, dtype=np.int32)),
-                pa.array(np.array([_to_us(r[et]) for r in rows], dtype=np.int64)),
-            ]
-            for s, schema, payload in ((STREAM, stream_schema, plan.stream_payload),
-                                       (TABLE, table_schema, plan.table_payload)):
-                for f, internal in zip(schema, payload, strict=True):
-                    columns.append(pa.array([r.get(f.name) for r in rows], internal.type)
-                                   if s == side else pa.nulls(n, internal.type))
-            table = pa.Table.from_arrays(columns, schema=plan.input_schema)
-            return table.to_pandas(integer_object_nulls=True, date_as_object=True)
-
-        return build
-
-    def key_of(keys: Sequence[str]) -> Any:
-        return lambda r: hash(tuple(r.get(k) for k in keys)) % spec.key_groups
-
-    run = _drive(
-        StreamTableJoinFunction(plan, counters),
-        [[list(b.left), list(b.right)] for b in log],
-        [ets[0], ets[1]],
-        [key_of(spec.left_keys), key_of(spec.right_keys)],
-        [frame(STREAM, ets[0]), frame(TABLE, ets[1])],
-        spec.watermark_delay_ms,
+    return _run_two_sided(
+        StreamTableJoinFunction(plan), spec, log, (stream_schema, table_schema),
+        (plan.stream_payload, plan.table_payload), (spec.left_keys, spec.right_keys),
         watermark_policy,
     )
-    run.counters = counters.total
-    return run
+
+
+def run_table_join_locally(
+    spec: TableJoin,
+    log: Sequence[Any],
+    left_schema: pa.Schema,
+    right_schema: pa.Schema,
+    *,
+    watermark_policy: str = "min",
+) -> LocalRun:
+    """Run ``spec`` over ``log`` through :class:`TableJoinFunction`, no Spark.
+
+    Args:
+        spec: The table-table join.
+        log: One ``JoinBatch`` per micro-batch: ``left`` / ``right`` the tables' updates;
+            event times are naive UTC datetimes.
+        left_schema: Arrow schema of the left table's rows.
+        right_schema: Arrow schema of the right table's rows.
+        watermark_policy: ``"min"`` or ``"max"``.
+    """
+    plan = TableJoinPlan.from_schemas(spec, left_schema, right_schema)
+    return _run_two_sided(
+        TableJoinFunction(plan), spec, log, (left_schema, right_schema),
+        (plan.sides[0].payload, plan.sides[1].payload), (spec.left_keys, spec.right_keys),
+        watermark_policy,
+    )
 
 
 def _clean(v: Any) -> Any:

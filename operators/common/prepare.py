@@ -13,11 +13,26 @@ from collections.abc import Sequence
 from typing import Any
 
 from interlace.operators.common.checks import check_event_time, check_input, require_columns
-from interlace.operators.common.names import EVENT_TIME_COLUMN, KEY_GROUP_COLUMN, TIME_US_COLUMN
+from interlace.operators.common.names import (
+    EVENT_TIME_COLUMN,
+    KEY_GROUP_COLUMN,
+    RESERVED_PREFIX,
+    TIME_US_COLUMN,
+)
 from interlace.operators.errors import ConfigError
 from interlace.state.keygroups import key_group_sql
 
-__all__ = ["checked_side", "prepared_columns", "watermarked", "with_event_time"]
+__all__ = [
+    "SIDE_COLUMN",
+    "checked_side",
+    "prepared_columns",
+    "two_sided_input",
+    "watermarked",
+    "with_event_time",
+]
+
+#: The side tag (int32: 0 left, 1 right) of a two-input table join's prepared row.
+SIDE_COLUMN = RESERVED_PREFIX + "side"
 
 
 def with_event_time(df: Any, column: str, field_name: str, what: str, time_mode: str) -> Any:
@@ -99,3 +114,47 @@ def checked_side(df: Any, spec: Any, side: str, what: str, time_mode: str) -> tu
     df = with_event_time(df, et, field_name, what, time_mode)
     require_columns(df, spec.left_keys if side == "left" else spec.right_keys, f"{side}_keys", what)
     return df, et
+
+
+def two_sided_input(
+    dfs: Sequence[Any],
+    event_times: Sequence[str],
+    keys: Sequence[Sequence[str]],
+    key_types: Sequence[Any],
+    payloads: Sequence[Any],
+    delay_ms: int,
+    key_groups: int,
+) -> Any:
+    """The prepared input of a table join: both inputs tagged by side, in one union.
+
+    Each row holds its side (:data:`SIDE_COLUMN`: 0 for ``dfs[0]``, 1 for ``dfs[1]``), its key
+    group (of its keys cast to the ``key_types`` both sides compare them in, so equal keys of
+    both sides share a key group), ``__il_t``, ``__il_tus``, then the columns of both inputs
+    under their internal ``payloads`` names (the other side's NULL). Each input gets
+    ``withWatermark(event_time, delay_ms)`` before the union, so Spark combines the two
+    watermarks by ``spark.sql.streaming.multipleWatermarkPolicy``.
+
+    Args:
+        dfs: The two inputs, event time ready (:func:`checked_side`).
+        event_times: Their event-time columns.
+        keys: Their key columns (those that pick the key group).
+        key_types: The Spark types both sides' keys are compared in.
+        payloads: Their internal payload schemas (Arrow), one field per input column.
+        delay_ms: The watermark delay, ``lateness_ms + H``.
+        key_groups: The number of key groups.
+    """
+    from pyspark.sql import functions as F
+
+    frames = []
+    for side, (df, et, side_keys) in enumerate(zip(dfs, event_times, keys, strict=True)):
+        base = watermarked(df, et, df.columns, delay_ms)
+        kg_inputs = [
+            f"CAST(`{k}` AS {t.simpleString()})" for k, t in zip(side_keys, key_types, strict=True)
+        ]
+        cols = [F.lit(side).cast("int").alias(SIDE_COLUMN), *prepared_columns(kg_inputs, key_groups)]
+        for s, (src, payload) in enumerate(zip(dfs, payloads, strict=True)):
+            for f, internal in zip(src.schema.fields, payload.names, strict=True):
+                value = F.col(f"`{f.name}`") if s == side else F.lit(None).cast(f.dataType)
+                cols.append(value.alias(internal))
+        frames.append(base.select(*cols))
+    return frames[0].unionByName(frames[1])

@@ -10,12 +10,31 @@ schema are here, written once; the readings chosen where SEMANTICS is silent are
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Literal
 
-from interlace.operators.common.checks import as_name_tuple, check_literal
+import pyarrow as pa
+
+from interlace.operators.common.checks import (
+    as_name_tuple,
+    check_event_time_columns,
+    check_late_data_fields,
+    check_literal,
+    check_str_fields,
+    require_names,
+)
+from interlace.operators.common.spec import LateDataFields
 from interlace.operators.errors import ConfigError
 
-__all__ = ["Emit", "TableLateData", "check_table_late_data", "check_value_columns"]
+__all__ = [
+    "Emit",
+    "TableLateData",
+    "TableSide",
+    "TwoTableFields",
+    "check_table_late_data",
+    "check_value_columns",
+    "table_side",
+]
 
 Emit = Literal["final", "eager"]
 """When a table join acts on a row.
@@ -100,3 +119,157 @@ def check_value_columns(
         msg = f"`{field}` names {dupes} more than once; list each value column once"
         raise ConfigError(msg)
     return names
+
+
+class TwoTableFields(LateDataFields):
+    """The fields of a join of two changelog tables (SEMANTICS §7, §9) and what derives from them.
+
+    A mixin for the frozen spec dataclasses of the table-table and foreign-key joins (it adds
+    no fields): the spec declares the event-time, value, tombstone, late-data and prefix
+    fields with their per-side overrides, and calls :meth:`_check_table_fields` from its
+    ``__post_init__`` once its keys are normalised. ``value_columns`` / ``tombstone_column``
+    apply to both tables, ``left_value_columns`` / ``right_tombstone_column`` ... to one
+    (docs/table-joins-semantics-notes.md §10).
+    """
+
+    __slots__ = ()
+
+    left_keys: tuple[str, ...]
+    right_keys: tuple[str, ...]
+    emit: str
+    event_time_column: str | None
+    left_event_time_column: str | None
+    right_event_time_column: str | None
+    tombstone_column: str | None
+    left_tombstone_column: str | None
+    right_tombstone_column: str | None
+    value_columns: Sequence[str] | None
+    left_value_columns: Sequence[str] | None
+    right_value_columns: Sequence[str] | None
+    left_prefix: str
+    right_prefix: str
+
+    @property
+    def horizon_ms(self) -> int:
+        """``H``: 0 (SEMANTICS §7), plus ``dlq_horizon_ms`` under dlq (semantics notes §1)."""
+        return self.dlq_horizon_ms if self.late_data == "dlq" else 0
+
+    def side_event_time_column(self, side: str) -> str | None:
+        """Return the event-time column of ``side`` (``"left"`` / ``"right"``)."""
+        override = getattr(self, f"{side}_event_time_column")
+        return override if override is not None else self.event_time_column
+
+    def side_tombstone_column(self, side: str) -> str | None:
+        """Return the tombstone column of ``side``'s table (its own, else the shared one)."""
+        override = getattr(self, f"{side}_tombstone_column")
+        return override if override is not None else self.tombstone_column
+
+    def side_value_columns(self, side: str) -> tuple[str, ...] | None:
+        """Return ``side``'s value columns as given (``None``: every other column)."""
+        override = getattr(self, f"{side}_value_columns")
+        chosen = override if override is not None else self.value_columns
+        return None if chosen is None else tuple(chosen)
+
+    def _check_table_fields(self, what: str) -> None:
+        setattr_ = object.__setattr__
+        check_literal("emit", self.emit, Emit)
+        check_table_late_data(self.late_data, what)
+        check_late_data_fields(self.late_data, self.lateness_ms, None, self.dlq_horizon_ms, 0)
+        check_event_time_columns(self)
+        for field in ("value_columns", "left_value_columns", "right_value_columns"):
+            setattr_(self, field, as_name_tuple(field, getattr(self, field), allow_none=True))
+        for side in ("left", "right"):
+            own = getattr(self, f"{side}_value_columns") is not None
+            check_value_columns(
+                f"{side}_value_columns" if own else "value_columns",
+                self.side_value_columns(side),
+                self.left_keys if side == "left" else self.right_keys,
+                self.side_event_time_column(side),
+                self.side_tombstone_column(side),
+            )
+        check_str_fields(self, "left_prefix", "right_prefix")
+        self._check_key_groups()
+
+
+@dataclass(frozen=True)
+class TableSide:
+    """One changelog input resolved against its Arrow schema (SEMANTICS §7).
+
+    Attributes:
+        names: The input's column names, in order.
+        payload: The internal payload schema: one field per input column, named
+            ``<internal_prefix><i>`` with the input's type.
+        key_internal: The key columns' internal names.
+        value_names: The value columns (user names), resolved from the default.
+        value_internal: Their internal names.
+        time_internal: The event-time column's internal name.
+        tombstone_internal: The tombstone column's internal name, if any.
+    """
+
+    names: tuple[str, ...]
+    payload: pa.Schema
+    key_internal: tuple[str, ...]
+    value_names: tuple[str, ...]
+    value_internal: tuple[str, ...]
+    time_internal: str
+    tombstone_internal: str | None
+
+    def internal(self, name: str) -> str:
+        """The internal name of the input column ``name``."""
+        return str(self.payload.names[self.names.index(name)])
+
+
+def table_side(
+    schema: pa.Schema,
+    internal_prefix: str,
+    keys: Sequence[str],
+    key_field: str,
+    event_time: str,
+    event_time_field: str,
+    tombstone: str | None,
+    tombstone_field: str,
+    values: Sequence[str] | None,
+    values_field: str,
+    what: str,
+) -> TableSide:
+    """Resolve one changelog input against its Arrow ``schema``.
+
+    The ``*_field`` arguments name the spec field that set each value, for messages.
+
+    Raises:
+        ConfigError: A key, event-time, value or tombstone column is missing, or the tombstone
+            column is not boolean.
+    """
+    names = tuple(schema.names)
+    require_names(names, keys, key_field, what)
+    require_names(names, [event_time], event_time_field, what, verb="name")
+    if tombstone is not None:
+        require_names(names, [tombstone], tombstone_field, what, verb="name")
+        if not pa.types.is_boolean(schema.field(tombstone).type):
+            msg = (
+                f"`{tombstone_field}` {tombstone!r} must be a boolean column (true = delete), "
+                f"got {schema.field(tombstone).type}; cast it, e.g. "
+                f"F.col({tombstone!r}).cast('boolean')"
+            )
+            raise ConfigError(msg)
+    if values is not None:
+        require_names(names, values, values_field, what)
+        value_names = tuple(values)
+    else:
+        # SEMANTICS §7: every column but the keys, the event time and the tombstone column.
+        excluded = {*keys, event_time, tombstone}
+        value_names = tuple(n for n in names if n not in excluded)
+    payload = pa.schema([pa.field(f"{internal_prefix}{i}", f.type) for i, f in enumerate(schema)])
+
+    def internal(name: str) -> str:
+        return str(payload.names[names.index(name)])
+
+    return TableSide(
+        names=names,
+        payload=payload,
+        key_internal=tuple(internal(k) for k in keys),
+        value_names=value_names,
+        value_internal=tuple(internal(v) for v in value_names),
+        time_internal=internal(event_time),
+        tombstone_internal=None if tombstone is None else internal(tombstone),
+    )

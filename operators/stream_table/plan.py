@@ -16,6 +16,7 @@ import pyarrow as pa
 from interlace.operators.common.checks import require_names
 from interlace.operators.common.keytypes import common_key_arrow_type
 from interlace.operators.common.names import DEAD_LETTER_COLUMN, RESERVED_PREFIX
+from interlace.operators.common.prepare import SIDE_COLUMN
 from interlace.operators.errors import ConfigError
 from interlace.operators.stream_table.spec import StreamTableJoin
 from interlace.state.buffers import TIME_COLUMN
@@ -30,7 +31,6 @@ __all__ = [
     "StreamTablePlan",
 ]
 
-SIDE_COLUMN = RESERVED_PREFIX + "side"
 STREAM, TABLE = 0, 1
 SIDE_NAMES = ("left", "right")
 RIGHT_VALID_FROM = "right_valid_from"

@@ -18,17 +18,11 @@ from interlace.operators.common.compat import override
 from interlace.operators.common.connect import check_counters
 from interlace.operators.common.keytypes import spark_key_types
 from interlace.operators.common.names import DEAD_LETTER_COLUMN
-from interlace.operators.common.prepare import checked_side, prepared_columns, watermarked
+from interlace.operators.common.prepare import checked_side, two_sided_input
 from interlace.operators.common.shim import BoundOperator, CallResult, Frames, OperatorFunction
 from interlace.operators.common.watermark import timeout_ms_when_past, timeout_ms_when_reached
 from interlace.operators.common.worker import guard_source_checkout
-from interlace.operators.stream_table.plan import (
-    RIGHT_VALID_FROM,
-    SIDE_COLUMN,
-    STREAM,
-    TABLE,
-    StreamTablePlan,
-)
+from interlace.operators.stream_table.plan import RIGHT_VALID_FROM, StreamTablePlan
 from interlace.operators.stream_table.spec import StreamTableJoin
 from interlace.operators.stream_table.step import step
 from interlace.state.tables import (
@@ -123,7 +117,6 @@ def prepare_stream_table_join(
     Raises:
         ConfigError: Any problem with the inputs (SEMANTICS §6), before a query starts.
     """
-    from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
     guard_source_checkout(stream.sparkSession)
@@ -135,26 +128,14 @@ def prepare_stream_table_join(
     )
     key_types = spark_key_types(sdf, tdf, spec.left_keys, spec.right_keys)
 
-    def side_frame(df: Any, et: str, side: int, keys: Any) -> Any:
-        base = watermarked(df, et, df.columns, spec.watermark_delay_ms)
-        kg_inputs = [
-            f"CAST(`{k}` AS {t.simpleString()})" for k, t in zip(keys, key_types, strict=True)
-        ]
-        cols = [
-            F.lit(side).cast("int").alias(SIDE_COLUMN),
-            *prepared_columns(kg_inputs, spec.key_groups),
-        ]
-        for s, src, payload in (
-            (STREAM, sdf, plan.stream_payload),
-            (TABLE, tdf, plan.table_payload),
-        ):
-            for f, internal in zip(src.schema.fields, payload.names, strict=True):
-                value = F.col(f"`{f.name}`") if s == side else F.lit(None).cast(f.dataType)
-                cols.append(value.alias(internal))
-        return base.select(*cols)
-
-    prepared = side_frame(sdf, set_, STREAM, spec.left_keys).unionByName(
-        side_frame(tdf, tet, TABLE, spec.right_keys)
+    prepared = two_sided_input(
+        (sdf, tdf),
+        (set_, tet),
+        (spec.left_keys, spec.right_keys),
+        key_types,
+        (plan.stream_payload, plan.table_payload),
+        spec.watermark_delay_ms,
+        spec.key_groups,
     )
     names = iter(plan.output_names)
     out_fields = [T.StructField(next(names), f.dataType, True) for f in sdf.schema.fields]

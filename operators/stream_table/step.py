@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 from interlace.operators.common.arrow import i64
-from interlace.operators.common.deadletters import dead_letter
+from interlace.operators.common.changelog import add_count, bools, dead_letter_rows, tombstone_mask
 from interlace.operators.common.keys import has_null_key, key_codes, key_codes_across
 from interlace.operators.stream_table.plan import (
     SIDE_COLUMN,
@@ -58,27 +58,14 @@ class StreamTableStepResult:
     counters: dict[str, int]
 
 
-def _bools(a: pa.ChunkedArray | pa.Array) -> NDArray[np.bool_]:
-    return np.asarray(a.to_numpy(zero_copy_only=False), dtype=bool)
-
-
-def _add(counters: dict[str, int], name: str, n: int) -> None:
-    if n:
-        counters[name] = counters.get(name, 0) + n
-
-
 def _dead_letters(
     plan: StreamTablePlan, side: int, rows: pa.Table, wm_us: int | None, reason: str
 ) -> pa.Table:
     """One dead-letter output row per row of ``rows`` (a side's payload columns), SEMANTICS §4."""
     names = plan.stream_names if side == STREAM else plan.table_names
     payload = plan.stream_payload if side == STREAM else plan.table_payload
-    records = rows.select(payload.names).rename_columns(list(names)).to_pylist()
-    # A Python loop, off the hot path: it runs only over late rows under dlq.
-    letters = [dead_letter(SIDE_NAMES[side], reason, wm_us, r) for r in records]
-    schema = plan.output_schema
-    cols = [pa.nulls(len(letters), f.type) for f in schema][:-1]
-    return pa.Table.from_arrays([*cols, pa.array(letters, pa.string())], schema=schema)
+    return dead_letter_rows(rows, payload, names, SIDE_NAMES[side], reason, wm_us,
+                            plan.output_schema)
 
 
 def _admit(
@@ -94,7 +81,7 @@ def _admit(
     Late (SEMANTICS §8): ``t < wm - HR`` on arrival. Without a watermark nothing is late.
     """
     name = SIDE_NAMES[side]
-    null_t = _bools(rows.column(TIME_COLUMN).is_null())
+    null_t = bools(rows.column(TIME_COLUMN).is_null())
     for mask, reason, dropped in (
         (null_t, "null_event_time", "null_event_time_dropped"),
         (None, "late", "late_dropped"),
@@ -107,29 +94,11 @@ def _admit(
             continue
         if plan.dlq:
             letters.append(_dead_letters(plan, side, rows.filter(pa.array(mask)), wm_us, reason))
-            _add(counters, f"dead_lettered_{name}", int(mask.sum()))
+            add_count(counters, f"dead_lettered_{name}", int(mask.sum()))
         else:
-            _add(counters, f"{dropped}_{name}", int(mask.sum()))
+            add_count(counters, f"{dropped}_{name}", int(mask.sum()))
         rows = rows.filter(pa.array(~mask))
     return rows
-
-
-def _tombstones(plan: StreamTablePlan, updates: pa.Table) -> NDArray[np.bool_]:
-    """SEMANTICS §7: the tombstone column is true, or (without one) every value is NULL.
-
-    A NULL tombstone flag is not a delete; a table without value columns has no all-NULL
-    tombstones (docs/table-joins-semantics-notes.md §5).
-    """
-    n = updates.num_rows
-    if plan.tombstone_internal is not None:
-        flag = updates.column(plan.tombstone_internal).fill_null(False)
-        return _bools(flag)
-    if not plan.value_internal:
-        return np.zeros(n, dtype=bool)
-    tomb = np.ones(n, dtype=bool)
-    for v in plan.value_internal:
-        tomb &= _bools(updates.column(v).is_null())
-    return tomb
 
 
 def _as_of(
@@ -165,7 +134,7 @@ def _as_of(
     cand = order[np.maximum(pos, 0)]
     found &= hcode[cand] == pcode
     idx[found] = cand[found]
-    tomb = _bools(history.column(TOMBSTONE_FLAG_COLUMN))
+    tomb = bools(history.column(TOMBSTONE_FLAG_COLUMN))
     return idx, found & ~tomb[np.maximum(idx, 0)]
 
 
@@ -176,14 +145,14 @@ def _joined(
     by_time = np.lexsort((i64(due.column(SEQ_COLUMN)), i64(due.column(TIME_COLUMN))))
     due = due.take(pa.array(by_time))
     idx, present = _as_of(plan, due, history)
-    _add(counters, "joined", int(present.sum()))
+    add_count(counters, "joined", int(present.sum()))
     if plan.how == "inner":
-        _add(counters, "absent_dropped_left", int((~present).sum()))
+        add_count(counters, "absent_dropped_left", int((~present).sum()))
         due = due.filter(pa.array(present))
         idx = idx[present]
         present = present[present]
     else:
-        _add(counters, "unmatched_left", int((~present).sum()))
+        add_count(counters, "unmatched_left", int((~present).sum()))
     n = due.num_rows
     take = pa.array(np.maximum(idx, 0), mask=~present)
     cols: list[pa.Array | pa.ChunkedArray] = [due.column(c) for c in plan.stream_payload.names]
@@ -216,7 +185,7 @@ def _retain(
     t = i64(history.column(TIME_COLUMN))
     order = np.lexsort((i64(history.column(SEQ_COLUMN)), t, codes))
     c, ts = codes[order], t[order]
-    tomb = _bools(history.column(TOMBSTONE_FLAG_COLUMN))[order]
+    tomb = bools(history.column(TOMBSTONE_FLAG_COLUMN))[order]
     same_next = np.zeros(n, dtype=bool)
     same_next[:-1] = c[1:] == c[:-1]
     if wm_us is not None:
@@ -271,17 +240,17 @@ def step(
 
     updates = rows[TABLE]
     null_key = has_null_key(updates, plan.table_key_internal)
-    _add(counters, "null_key_dropped_right", int(null_key.sum()))
+    add_count(counters, "null_key_dropped_right", int(null_key.sum()))
     updates = updates.filter(pa.array(~null_key))
-    tomb = pa.array(_tombstones(plan, updates))
+    tomb = pa.array(tombstone_mask(updates, plan.tombstone_internal, plan.value_internal))
     versions = updates.append_column(TOMBSTONE_FLAG_COLUMN, tomb).select(plan.history_schema.names)
     history = pa.concat_tables([state.history, versions]) if updates.num_rows else state.history
-    _add(counters, "versions_inserted", updates.num_rows)
+    add_count(counters, "versions_inserted", updates.num_rows)
 
     arrived = rows[STREAM]
     if plan.how == "inner":
         null_key = has_null_key(arrived, plan.stream_key_internal)
-        _add(counters, "null_key_dropped_left", int(null_key.sum()))
+        add_count(counters, "null_key_dropped_left", int(null_key.sum()))
         arrived = arrived.filter(pa.array(~null_key))
     pending = pa.concat_tables([state.held, arrived]) if arrived.num_rows else state.held
     if plan.emit == "eager":
@@ -292,11 +261,11 @@ def step(
         due_mask = wm_us > i64(pending.column(TIME_COLUMN))
     output = _joined(plan, pending.filter(pa.array(due_mask)), history, counters)
     held = pending.filter(pa.array(~due_mask)) if not due_mask.all() else pending.slice(0, 0)
-    _add(counters, "held_left", int((~due_mask[state.held.num_rows :]).sum()))
+    add_count(counters, "held_left", int((~due_mask[state.held.num_rows :]).sum()))
 
     before = history.num_rows
     history, next_trim_us = _retain(plan, history, wm_us)
-    _add(counters, "versions_evicted", before - history.num_rows)
+    add_count(counters, "versions_evicted", before - history.num_rows)
     held_t = i64(held.column(TIME_COLUMN))
     return StreamTableStepResult(
         output=pa.concat_tables([output, *letters]) if letters else output,

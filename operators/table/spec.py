@@ -1,0 +1,130 @@
+"""The table-table join spec: :class:`TableJoin`, validated when it is built.
+
+Neighbours: ``plan.py`` resolves a spec against the input schemas, ``step.py`` runs it,
+``shim.py`` hands it to Spark. The fields both table joins share (event time, value and
+tombstone columns with per-side overrides, late data, prefixes) and their checks are in
+:class:`~interlace.operators.common.tables.TwoTableFields`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from interlace.operators.common.checks import check_key_lists, check_literal
+from interlace.operators.common.spec import DEFAULT_DLQ_HORIZON_MS
+from interlace.operators.common.tables import Emit, TableLateData, TwoTableFields
+from interlace.state import blob
+from interlace.state.keygroups import DEFAULT_JOIN_KEY_GROUPS, KEY_GROUP_ID_SCHEME
+
+__all__ = ["TableHow", "TableJoin"]
+
+TableHow = Literal["inner", "left", "full"]
+"""When a key of a table-table join is present (SEMANTICS §9).
+
+* ``"inner"``: both tables have the key.
+* ``"left"``: the left table has it (right columns NULL when the right has not).
+* ``"full"``: either table has it (seed 003's ``outer``).
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class TableJoin(TwoTableFields):
+    """Two changelog tables joined on their primary key; the output is a changelog (§7, §9).
+
+    Updates are applied one at a time in event-time order (ties: left before right, then
+    arrival), under ``emit="final"`` once ``wm > t`` (strict), under ``"eager"`` in the call
+    that receives them. Each applied update emits ``upsert`` if the join is present after it,
+    else ``delete`` if it was present before, else nothing. Output: the key columns (named as
+    ``left_keys``), ``left_prefix`` + the left value columns, ``right_prefix`` + the right ones,
+    ``op``, ``event_time`` (the applied update's) and ``version`` (per key, from 0, +1 per
+    row). An update older than the latest applied one of its key in its own table is late.
+
+    Example:
+        >>> from interlace import TableJoin
+        >>> spec = TableJoin(left_keys=["id"], right_keys=["id"], how="full",
+        ...                  event_time_column="ts", lateness_ms=60_000)
+        >>> (spec.horizon_ms, spec.watermark_delay_ms)
+        (0, 60000)
+
+    Args:
+        left_keys: Primary key columns of the left table (non-empty).
+        right_keys: Primary key columns of the right table, same length, compared pairwise.
+        how: See :data:`TableHow`.
+        event_time_column: Event-time (valid-from) column of both tables.
+        left_event_time_column: Overrides ``event_time_column`` for the left table.
+        right_event_time_column: Overrides ``event_time_column`` for the right table.
+        lateness_ms: How far behind the maximum event time seen an update may arrive.
+        emit: See :data:`~interlace.operators.common.tables.Emit`.
+        tombstone_column: Optional boolean column of both tables; true = delete (NULL is not
+            a delete). Without it, an update whose value columns are all NULL is a tombstone.
+        left_tombstone_column: Overrides ``tombstone_column`` for the left table.
+        right_tombstone_column: Overrides ``tombstone_column`` for the right table.
+        value_columns: The value columns of both tables (default: every column but the keys,
+            the event time and the tombstone column).
+        left_value_columns: Overrides ``value_columns`` for the left table.
+        right_value_columns: Overrides ``value_columns`` for the right table.
+        late_data: ``"drop"`` (counted) or ``"dlq"`` (dead letters); ``"reopen"`` is an error.
+        dlq_horizon_ms: Under ``dlq``: how far behind ``wm`` a late update may be and still
+            reach the operator to be dead-lettered (older ones are dropped by Spark).
+        left_prefix: Prefix of the left value columns in the output.
+        right_prefix: Prefix of the right value columns in the output.
+        key_groups: Number of key groups (state and Python calls are per key group).
+    """
+
+    left_keys: Sequence[str]
+    right_keys: Sequence[str]
+    how: TableHow = "inner"
+    event_time_column: str | None = None
+    left_event_time_column: str | None = None
+    right_event_time_column: str | None = None
+    lateness_ms: int = 0
+    emit: Emit = "final"
+    tombstone_column: str | None = None
+    left_tombstone_column: str | None = None
+    right_tombstone_column: str | None = None
+    value_columns: Sequence[str] | None = None
+    left_value_columns: Sequence[str] | None = None
+    right_value_columns: Sequence[str] | None = None
+    late_data: TableLateData = "drop"
+    dlq_horizon_ms: int = DEFAULT_DLQ_HORIZON_MS
+    left_prefix: str = "left_"
+    right_prefix: str = "right_"
+    key_groups: int = DEFAULT_JOIN_KEY_GROUPS
+
+    def __post_init__(self) -> None:
+        left_keys, right_keys = check_key_lists(
+            self.left_keys, self.right_keys, "give the primary key columns of both tables"
+        )
+        object.__setattr__(self, "left_keys", left_keys)
+        object.__setattr__(self, "right_keys", right_keys)
+        check_literal("how", self.how, TableHow)
+        self._check_table_fields("the table-table join")
+
+    @property
+    def allowed_lateness_ms(self) -> None:
+        """Always ``None``: ``reopen`` has no meaning for tables."""
+        return None
+
+    def state_fingerprint(self, left_columns: Sequence[str], right_columns: Sequence[str]) -> str:
+        """Fingerprint of the fields that give the stored versions their meaning.
+
+        ``lateness_ms``, ``late_data`` and the prefixes are not in it: changing them keeps
+        every stored version meaningful.
+        """
+        return blob.fingerprint(
+            {
+                "operator": "table",
+                "left_keys": list(self.left_keys),
+                "right_keys": list(self.right_keys),
+                "how": self.how,
+                "emit": self.emit,
+                "tombstone": [self.side_tombstone_column(s) for s in ("left", "right")],
+                "values": [self.side_value_columns(s) for s in ("left", "right")],
+                "key_groups": self.key_groups,
+                "key_group_ids": KEY_GROUP_ID_SCHEME,
+                "left_columns": list(left_columns),
+                "right_columns": list(right_columns),
+            }
+        )
