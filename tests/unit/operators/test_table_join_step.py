@@ -268,3 +268,12 @@ def test_plan_errors_name_the_field(fields: dict[str, Any], right: pa.Schema, fi
     with pytest.raises(ConfigError) as err:
         TableJoinPlan.from_schemas(TableJoin(**{**KW, **fields}), KV, right)
     assert field in str(err.value)
+
+
+def test_docs_table_join_page_examples_run() -> None:
+    import doctest
+    from pathlib import Path
+
+    page = Path(__file__).resolve().parents[3] / "docs" / "table-join.md"
+    result = doctest.testfile(str(page), module_relative=False, optionflags=doctest.ELLIPSIS)
+    assert result.attempted > 5 and result.failed == 0
