@@ -25,6 +25,7 @@ MODULES = [
     "interlace.operators.stream_table.shim",
     "interlace.pipeline",
     "interlace.pipeline.model",
+    "interlace.pipeline.kinds",
     "interlace.pipeline.values",
     "interlace.pipeline.ddl",
     "interlace.runner",

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from interlace.operators.errors import ConfigError
 from interlace.pipeline import FILE_FORMATS, Pipeline, Source
 from interlace.pipeline.ddl import ddl_column, top_level_split
+from interlace.pipeline.kinds import time_mode_of
 from interlace.pipeline.toml import locate
 from interlace.pipeline.validate import JOIN_TABLE, WINDOW_TABLE, TablePath, err
 
@@ -256,8 +257,9 @@ def _check_key_types(p: Pipeline) -> None:
     j = p.join
     assert j is not None and p.left_source is not None and p.right_source is not None
     left, right = p.source(p.left_source), p.source(p.right_source)
-    lt = _known_types(left, j.time_mode, j.side_event_time_column("left"))
-    rt = _known_types(right, j.time_mode, j.side_event_time_column("right"))
+    time_mode = time_mode_of(j)  # the stream-table join reads event time only
+    lt = _known_types(left, time_mode, j.side_event_time_column("left"))
+    rt = _known_types(right, time_mode, j.side_event_time_column("right"))
     if lt is None or rt is None:
         return
     for lk, rk in zip(j.left_keys, j.right_keys, strict=True):

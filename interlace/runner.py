@@ -125,8 +125,8 @@ def build_query_input(spark: Any, pipeline: Any, *, base: Path, counters: Any | 
     """
     from pyspark.sql import functions as F
 
-    from interlace.operators.join import stream_join
     from interlace.operators.window import window_aggregate
+    from interlace.pipeline.kinds import join_kind
 
     frames = {}
     for src in pipeline.sources:
@@ -140,7 +140,7 @@ def build_query_input(spark: Any, pipeline: Any, *, base: Path, counters: Any | 
             df = df.observe(f"src_{src.name}", *observed)
         frames[src.name] = df
     if pipeline.join is not None:
-        out = stream_join(
+        out = join_kind(pipeline.join).apply(  # stream_join, stream_table_join, ...
             frames[pipeline.left_source],
             frames[pipeline.right_source],
             pipeline.join,
@@ -243,6 +243,7 @@ def run_pipeline(
         resumes from the checkpoint.
     """
     from interlace.metrics import PipelineMetrics, counters, spark_dropped_rows
+    from interlace.pipeline.kinds import join_kind
     from interlace.session import local_session, state_store_conf
     from interlace.targets import make_target
 
@@ -275,6 +276,7 @@ def run_pipeline(
         base=base,
         default_table=pipeline.name,
         window_groups=None if pipeline.window is None else pipeline.window.group_by,
+        changelog=pipeline.join is not None and join_kind(pipeline.join).changelog_key is not None,
     )
     target.prepare(normal_schema)
     dead = None

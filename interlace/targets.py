@@ -7,7 +7,10 @@ Every target is written from ``foreachBatch`` with Spark's batch id:
   skipped, so a batch Spark replays after a crash is written exactly once. With a ``key``, rows
   are upserted by that natural key; when the rows carry ``revision`` (windows under
   ``late_data="reopen"``) an existing row is only replaced by a higher or equal revision, and
-  ``retracted`` rows delete their key (a session absorbed by a merge).
+  ``retracted`` rows delete their key (a session absorbed by a merge). A **changelog**
+  (``changelog=True``: rows with ``op`` = ``"upsert"`` / ``"delete"`` and a per-key
+  ``version``, SEMANTICS §9) is applied by ``key``, the highest ``version`` winning
+  (:class:`DuckDBTarget`).
 * **Parquet** writes each batch to ``PATH/batch_id=N`` (overwritten on replay: idempotent).
 * **Console** prints the rows.
 """
@@ -20,9 +23,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ConsoleTarget", "DuckDBTarget", "ParquetTarget", "duckdb_type", "make_target"]
+__all__ = [
+    "CHANGELOG_OPS",
+    "DELETED_TABLE_PREFIX",
+    "ConsoleTarget",
+    "DuckDBTarget",
+    "ParquetTarget",
+    "duckdb_type",
+    "make_target",
+]
 
 _COMMITS = "_interlace_commits"
+#: The changelog columns (SEMANTICS §9): the operation and the key's version.
+OP_COLUMN, VERSION_COLUMN = "op", "version"
+#: The values of ``op``.
+CHANGELOG_OPS = ("upsert", "delete")
+#: A changelog table ``T`` remembers its deleted keys in ``_interlace_deleted_T``.
+DELETED_TABLE_PREFIX = "_interlace_deleted_"
 
 
 def duckdb_type(spark_type: Any) -> str:
@@ -73,12 +90,28 @@ class DuckDBTarget:
     names the natural key only), and NULL group values, one group as in SQL ``GROUP BY``, are
     stored like any other.
 
+    A changelog (``changelog=True``; the table-table joins' output, SEMANTICS §9) has the
+    columns ``op`` (``"upsert"`` or ``"delete"``) and ``version`` (per key, growing with each
+    change) besides ``key`` and the values. The table holds the current rows: every column
+    but ``op``, one row per live key (``key`` is its PRIMARY KEY). In the batch's transaction,
+    per key, the batch row with the highest ``version`` (ties: the later row) is applied if
+    its version is higher than the key's stored one, and ignored otherwise: an ``upsert``
+    inserts or replaces the row, a ``delete`` removes it (a delete of an absent key removes
+    nothing). So the table converges to the newest version of every key whatever order the
+    rows arrive in, and a replayed batch is skipped as above. A delete is remembered:
+    ``_interlace_deleted_TABLE`` keeps ``(key, version)`` of every deleted key, so an older
+    upsert that arrives after the delete does not bring the key back; an upsert with a higher
+    version removes the key from it. That table keeps one row per key deleted and not
+    upserted again, for as long as the table lives (delete its rows by hand once no older
+    upsert can arrive, e.g. after a full rebuild).
+
     Attributes:
         path: The DuckDB database file.
         table: The table name.
         pipeline: The pipeline name (recorded with each committed batch id).
         key: Natural key columns for upserts, or empty for appends.
         window_groups: The window's ``group_by`` columns (window output only).
+        changelog: Whether the rows are a changelog keyed by ``key`` (see above).
     """
 
     path: Path
@@ -89,22 +122,35 @@ class DuckDBTarget:
     #: The ``group_by`` columns when the rows are a window aggregation's output: a batch with
     #: ``retracted`` (late_data="reopen") then first deletes every row it supersedes.
     window_groups: tuple[str, ...] | None = None
+    #: Whether the rows are a changelog (``op``, ``version``) applied by ``key``.
+    changelog: bool = False
 
     def prepare(self, schema: Any) -> None:
         """Create the table (with the key as primary key) and the commit log if missing."""
         import duckdb
 
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        cols = [f"{_ident(f.name)} {duckdb_type(f.dataType)}" for f in schema.fields]
+        fields = list(schema.fields)
         missing = [k for k in self.key if k not in schema.names]
         if missing:
             msg = f"target `key` column(s) {missing} are not output columns {schema.names}"
             raise ValueError(msg)
+        if self.changelog:
+            self._check_changelog_schema(schema.names)
+            fields = [f for f in fields if f.name != OP_COLUMN]
+        cols = [f"{_ident(f.name)} {duckdb_type(f.dataType)}" for f in fields]
         if self.key and self.window_groups is None:
             cols.append(f"PRIMARY KEY ({', '.join(_ident(k) for k in self.key)})")
         con = duckdb.connect(str(self.path))
         try:
             con.execute(f"CREATE TABLE IF NOT EXISTS {_ident(self.table)} ({', '.join(cols)})")
+            if self.changelog:
+                types = {f.name: duckdb_type(f.dataType) for f in fields}
+                key_cols = [f"{_ident(k)} {types[k]}" for k in self.key]
+                con.execute(
+                    f"CREATE TABLE IF NOT EXISTS {self._deleted_table} ({', '.join(key_cols)}, "
+                    f"{VERSION_COLUMN} BIGINT, PRIMARY KEY ({', '.join(map(_ident, self.key))}))"
+                )
             con.execute(
                 f"CREATE TABLE IF NOT EXISTS {_COMMITS} (pipeline VARCHAR, tbl VARCHAR, "
                 "batch_id BIGINT, rows BIGINT, PRIMARY KEY (pipeline, tbl, batch_id))"
@@ -143,6 +189,8 @@ class DuckDBTarget:
     def _write_rows(self, con: Any, pdf: Any) -> int:
         if len(pdf) == 0:
             return 0
+        if self.changelog:
+            return self._apply_changelog(con, pdf)
         t = _ident(self.table)
         n_rows = len(pdf)  # the operator's output rows this batch, retractions included
         if self.window_groups is not None and "retracted" in pdf.columns:
@@ -188,6 +236,81 @@ class DuckDBTarget:
         con.unregister("_il_batch")
         return len(pdf) + n_deleted
 
+    # Changelogs ------------------------------------------------------------------------------
+
+    @property
+    def _deleted_table(self) -> str:
+        return _ident(DELETED_TABLE_PREFIX + self.table)
+
+    def _check_changelog_schema(self, names: Sequence[str]) -> None:
+        """Reject a changelog target without a key or without ``op`` / ``version`` columns."""
+        if not self.key:
+            msg = (
+                f"a changelog target needs `key`: the columns each change applies to (got "
+                f"key={list(self.key)}); set key = [...] to the join's key columns"
+            )
+            raise ValueError(msg)
+        absent = [c for c in (OP_COLUMN, VERSION_COLUMN) if c not in names]
+        if absent:
+            msg = (
+                f"a changelog has columns {OP_COLUMN!r} and {VERSION_COLUMN!r} (SEMANTICS §9); "
+                f"the output lacks {absent} (its columns: {list(names)})"
+            )
+            raise ValueError(msg)
+        clash = [k for k in self.key if k in (OP_COLUMN, VERSION_COLUMN)]
+        if clash:
+            msg = f"`key` must not include the changelog column(s) {clash}; key the rows by data"
+            raise ValueError(msg)
+
+    def _apply_changelog(self, con: Any, pdf: Any) -> int:
+        """Apply one batch of changes by key, the highest version winning (class docstring)."""
+        key = list(self.key)
+        bad_ops = sorted({str(v) for v in pdf[OP_COLUMN].unique()} - set(CHANGELOG_OPS))
+        if bad_ops:
+            msg = f"changelog `{OP_COLUMN}` values {bad_ops} are not one of {list(CHANGELOG_OPS)}"
+            raise ValueError(msg)
+        for what, cols in (("`version`", [VERSION_COLUMN]), (f"key {key}", key)):
+            if pdf[cols].isna().to_numpy().any():
+                msg = f"a changelog row has a NULL {what}; every change needs its key and version"
+                raise ValueError(msg)
+        # Per key, the batch's newest change (ties: the later row).
+        order = pdf.assign(_il_row=range(len(pdf))).sort_values([VERSION_COLUMN, "_il_row"])
+        newest = order.drop_duplicates(key, keep="last").drop(columns="_il_row")
+        t, d = _ident(self.table), self._deleted_table
+        same = " AND ".join(f"s.{_ident(k)} = c.{_ident(k)}" for k in key)
+        con.register("_il_changes", newest)
+        # The changes newer than the key's stored version, live or deleted.
+        con.execute(
+            "CREATE TEMP TABLE _il_apply AS SELECT * FROM _il_changes c WHERE "
+            f"NOT EXISTS (SELECT 1 FROM {t} s WHERE {same} AND s.{VERSION_COLUMN} >= "
+            f"c.{VERSION_COLUMN}) AND NOT EXISTS (SELECT 1 FROM {d} s WHERE {same} AND "
+            f"s.{VERSION_COLUMN} >= c.{VERSION_COLUMN})"
+        )
+        con.unregister("_il_changes")
+        keys = ", ".join(_ident(k) for k in key)
+        cols = ", ".join(_ident(c) for c in pdf.columns if c != OP_COLUMN)
+        updates = ", ".join(
+            f"{_ident(c)} = excluded.{_ident(c)}"
+            for c in pdf.columns
+            if c != OP_COLUMN and c not in key
+        )
+        for table, op in ((t, "delete"), (d, "upsert")):  # each key: one op per batch
+            on_key = " AND ".join(f"{table}.{_ident(k)} = a.{_ident(k)}" for k in key)
+            con.execute(
+                f"DELETE FROM {table} WHERE EXISTS (SELECT 1 FROM _il_apply a WHERE "
+                f"a.{OP_COLUMN} = '{op}' AND {on_key})"
+            )
+        con.execute(
+            f"INSERT INTO {t} ({cols}) SELECT {cols} FROM _il_apply WHERE {OP_COLUMN} = "
+            f"'upsert' ON CONFLICT ({keys}) DO UPDATE SET {updates}"
+        )
+        con.execute(
+            f"INSERT INTO {d} ({keys}, {VERSION_COLUMN}) SELECT {keys}, {VERSION_COLUMN} "
+            f"FROM _il_apply WHERE {OP_COLUMN} = 'delete' ON CONFLICT ({keys}) DO UPDATE SET "
+            f"{VERSION_COLUMN} = excluded.{VERSION_COLUMN}"
+        )
+        con.execute("DROP TABLE _il_apply")
+        return len(pdf)
 
     def _delete_superseded(self, con: Any, pdf: Any) -> None:
         """Delete the rows of the table that a batch row's bounds contain (same group)."""
@@ -282,10 +405,13 @@ def make_target(
     default_table: str,
     default_key: Sequence[str] = (),
     window_groups: Sequence[str] | None = None,
+    changelog: bool = False,
 ) -> Any:
     """Build a target from a pipeline's ``[target]`` / ``[dead_letter]`` settings.
 
     ``window_groups``: the window's ``group_by`` columns when the rows are window output.
+    ``changelog``: the rows are a changelog (``op``, ``version``), which a DuckDB target
+    applies by its key (:class:`DuckDBTarget`); other targets write the changes as rows.
     """
     kind = spec.kind
     if kind == "duckdb":
@@ -296,6 +422,7 @@ def make_target(
             pipeline,
             tuple(spec.key) if spec.key else tuple(default_key),
             window_groups=None if window_groups is None else tuple(window_groups),
+            changelog=changelog,
         )
     if kind == "parquet":
         path = Path(spec.path)

@@ -1,11 +1,12 @@
 """Pipelines: named sources, one operator (a join or a window) and a target, in Python or TOML.
 
 A :class:`Pipeline` is the whole job as data: its :class:`Source` tables, one operator
-(:class:`~interlace.Join` or :class:`~interlace.Window`), the :class:`Target` it writes,
-an optional dead-letter target and the :class:`SparkSettings`. It is validated as a whole
-when it is built (SEMANTICS §6): a join naming a source that does not exist, key columns
-absent from a source's schema, a target key absent from the output, a window and a join in
-one pipeline, and so on, all raise :class:`~interlace.ConfigError` before Spark starts.
+(:class:`~interlace.Join`, :class:`~interlace.StreamTableJoin` or :class:`~interlace.Window`),
+the :class:`Target` it writes, an optional dead-letter target and the :class:`SparkSettings`.
+It is validated as a whole when it is built (SEMANTICS §6): a join naming a source that does
+not exist, key columns absent from a source's schema, a target key absent from the output, a
+window and a join in one pipeline, and so on, all raise :class:`~interlace.ConfigError`
+before Spark starts.
 
 The same pipeline reads from and writes to TOML (the layout of seeds 000 and 001)::
 
@@ -20,10 +21,10 @@ The same pipeline reads from and writes to TOML (the layout of seeds 000 and 001
     options = { maxFilesPerTrigger = "1" }
 
     [transform.join]              # or [transform.window] + [[transform.window.aggregations]]
-    kind = "stream_stream_join"
+    kind = "stream_stream_join"   # the default; "stream_table": a StreamTableJoin
     left_source = "orders"
     right_source = "payments"
-    left_keys = ["order_id"]      # ... every Join field by its Python name
+    left_keys = ["order_id"]      # ... every field of the kind's spec by its Python name
     ...
 
     [target]
@@ -32,13 +33,17 @@ The same pipeline reads from and writes to TOML (the layout of seeds 000 and 001
 The round trip is lossless: ``Pipeline.from_toml(p.to_toml()) == p``, and ``to_toml`` writes
 only what differs from the defaults, in a fixed order. Defaults the TOML leaves out:
 
+* ``[transform.join]`` without ``kind``: ``"stream_stream_join"``. ``to_toml`` always
+  writes the kind.
 * ``[transform.join]`` / ``[transform.window]`` without ``name``: the pipeline's name. In
   Python too, an operator left with its dataclass default name (``"join"`` / ``"window"``)
-  takes the pipeline's name, so metrics and the state-cap error name the pipeline.
+  takes the pipeline's name, so metrics and the state-cap error name the pipeline (the
+  stream-table join has no ``name``).
 * ``[transform.join]`` without any of ``event_time_column``, ``left_event_time_column``,
   ``right_event_time_column``: each side's source ``event_time_column`` (one shared
   ``event_time_column`` when both sources name the same column). Without ``time_mode``: the
-  sources' ``time_mode`` when they agree, else ``"event"``.
+  sources' ``time_mode`` when they agree, else ``"event"`` (the stream-table join has no
+  ``time_mode``: it reads event time only, and refuses ``time_mode = "processing"`` sources).
 * ``[transform.window]`` without ``event_time_column`` / ``time_mode``: the window source's
   (``"ts"`` / ``"event"`` when the source names none). Without ``source``: the only source.
 
@@ -48,6 +53,8 @@ A source's ``event_time_column`` and ``time_mode`` must agree with the operator 
 The package's modules, one concern each:
 
 * :mod:`.model`: :class:`Source`, :class:`Target`, :class:`SparkSettings`, :class:`Pipeline`.
+* :mod:`.kinds`: the kinds of ``[transform.join]`` (which spec each ``kind`` builds, its
+  columns and whether its output is a changelog).
 * :mod:`.values`: :class:`FrozenMap` and the checks of single values (names, strings).
 * :mod:`.ddl`: :func:`parse_ddl`, Spark DDL schema strings.
 * :mod:`.validate`: whole-pipeline validation and errors that point into the TOML.

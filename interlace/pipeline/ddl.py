@@ -145,6 +145,11 @@ def parse_ddl(ddl: str) -> list[tuple[str, str]]:
     return cols
 
 
+def is_boolean(type_text: str) -> bool:
+    """Return whether a DDL type is ``BOOLEAN``."""
+    return type_text.strip().upper() == "BOOLEAN"
+
+
 def is_timestamp(type_text: str) -> bool:
     """Return whether a DDL type is a timestamp (``TIMESTAMP``, ``_NTZ`` or ``_LTZ``)."""
     return type_text.strip().upper() in ("TIMESTAMP", "TIMESTAMP_NTZ", "TIMESTAMP_LTZ")

@@ -21,6 +21,7 @@ from interlace.operators.errors import ConfigError
 from interlace.operators.join import Join
 from interlace.operators.window import Window
 from interlace.pipeline.ddl import is_timestamp, parse_ddl
+from interlace.pipeline.kinds import JOIN_KIND, JOIN_KINDS, JoinSpec, join_kind
 from interlace.pipeline.validate import (
     JOIN_TABLE,
     WINDOW_TABLE,
@@ -70,8 +71,6 @@ DEFAULT_DUCKDB_PATH = "interlace.duckdb"
 DEFAULT_CHECKPOINT = ".interlace/checkpoints/{name}"
 #: Suffix of the default dead-letter table (after the target table's name).
 DEAD_LETTER_TABLE_SUFFIX = "_dead_letters"
-#: The ``kind`` of ``[transform.join]`` (seed 000).
-JOIN_KIND = "stream_stream_join"
 
 _TABLE_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?\Z")
 
@@ -340,7 +339,11 @@ class Pipeline:
         sources: The inputs (stored as a tuple), with unique names; every source must feed
             the operator.
         target: Where the output goes.
-        join: A stream-stream join of ``left_source`` and ``right_source``.
+        join: A join of ``left_source`` and ``right_source``: a stream-stream
+            :class:`~interlace.Join` (TOML ``kind = "stream_stream_join"``, the default) or a
+            :class:`~interlace.StreamTableJoin` (``kind = "stream_table"``: the left source is
+            the stream, the right one the table's changelog; see
+            :mod:`interlace.pipeline.kinds`).
         left_source: Join only: the left input's source name.
         right_source: Join only: the right input's source name (not the left one).
         window: A window aggregation of ``window_source``.
@@ -359,7 +362,7 @@ class Pipeline:
     name: str
     sources: Sequence[Source]
     target: Target
-    join: Join | None = None
+    join: JoinSpec | None = None
     left_source: str | None = None
     right_source: str | None = None
     window: Window | None = None
@@ -380,18 +383,20 @@ class Pipeline:
         for i, s in enumerate(sources):
             if not isinstance(s, Source):
                 raise err(("sources", i), None, f"must be a Source(...) (got {s!r})")
-        for fname, typ in (
-            ("target", Target),
-            ("dead_letter", Target),
-            ("spark", SparkSettings),
-            ("join", Join),
-            ("window", Window),
+        join_types = tuple(k.spec_type for k in JOIN_KINDS.values())
+        for fname, types in (
+            ("target", (Target,)),
+            ("dead_letter", (Target,)),
+            ("spark", (SparkSettings,)),
+            ("join", join_types),
+            ("window", (Window,)),
         ):
             value = getattr(self, fname)
             if value is None and fname in ("dead_letter", "join", "window"):
                 continue
-            if not isinstance(value, typ):
-                raise err((), None, f"`{fname}` must be a {typ.__name__}(...) (got {value!r})")
+            if not isinstance(value, types):
+                names = " or ".join(f"{t.__name__}(...)" for t in types)
+                raise err((), None, f"`{fname}` must be a {names} (got {value!r})")
         for fname, table in (
             ("left_source", JOIN_TABLE),
             ("right_source", JOIN_TABLE),
@@ -402,8 +407,9 @@ class Pipeline:
                 check_str(fname, getattr(self, fname))
             except ConfigError as exc:
                 raise err(table, toml_key(fname), str(exc)) from exc
-        # An operator left with its default name takes the pipeline's (module docstring).
-        if self.join is not None and self.join.name == "join":
+        # An operator left with its default name takes the pipeline's (module docstring);
+        # the stream-table join has no name.
+        if isinstance(self.join, Join) and self.join.name == "join":
             setattr_(self, "join", dataclasses.replace(self.join, name=self.name))
         if self.window is not None and self.window.name == "window":
             setattr_(self, "window", dataclasses.replace(self.window, name=self.name))
@@ -437,22 +443,29 @@ class Pipeline:
     def output_columns(self) -> list[str]:
         """Return the operator's output column names, in order.
 
-        A join's come from the sources' schemas, the prefixes and ``output_*_columns``
-        (semi / anti joins: the left columns unprefixed); a window's from
-        :attr:`Window.output_columns`. ``_dead_letter`` is last under ``late_data="dlq"``
-        (the target itself gets the rows without it).
+        A stream-stream join's come from the sources' schemas, the prefixes and
+        ``output_*_columns`` (semi / anti joins: the left columns unprefixed); a stream-table
+        join's are the prefixed stream columns, the prefixed table ``value_columns`` and
+        ``right_valid_from`` (SEMANTICS §8); a window's are :attr:`Window.output_columns`.
+        ``_dead_letter`` is last under ``late_data="dlq"`` (the target itself gets the rows
+        without it).
 
         Raises:
             ConfigError: A join input has a ``sql`` pre-stage (its columns are known only to
-                Spark) and the join does not list ``output_*_columns`` for it.
+                Spark) and the join does not list the columns it outputs from it.
 
         """
         names = output_columns_of(self)
         if names is None:
+            fix = (
+                "list `output_left_columns` / `output_right_columns` to fix them"
+                if isinstance(self.join, Join)
+                else "the table's `value_columns` fix its part; the stream's columns are "
+                "known once Spark reads it"
+            )
             msg = (
                 "[transform.join]: the output columns are unknown: a joined source has a "
-                "`sql` pre-stage, whose columns only Spark knows; list "
-                "`output_left_columns` / `output_right_columns` to fix them"
+                f"`sql` pre-stage, whose columns only Spark knows; {fix}"
             )
             raise ConfigError(msg)
         return names
@@ -462,7 +475,12 @@ class Pipeline:
         return self.spark.checkpoint or DEFAULT_CHECKPOINT.format(name=self.name)
 
     def resolved_target(self) -> Target:
-        """Return :attr:`target` with its defaults filled in (path, table, key)."""
+        """Return :attr:`target` with its defaults filled in (path, table, key).
+
+        The default ``key`` of a duckdb target: ``(window_start, window_end, *group_by)`` for
+        a window under ``late_data="reopen"``; the key columns for a join whose output is a
+        changelog (:attr:`~interlace.pipeline.kinds.JoinKind.changelog_key`); else none.
+        """
         t = self.target
         if t.kind != "duckdb":
             return t
@@ -470,6 +488,9 @@ class Pipeline:
         if key is None and self.window is not None and self.window.late_data == "reopen":
             w = self.window
             key = (w.window_start_column, w.window_end_column, *w.group_by)
+        changelog_key = None if self.join is None else join_kind(self.join).changelog_key
+        if key is None and changelog_key is not None:
+            key = changelog_key(self.join)  # a changelog is applied by its key (kinds.py)
         return dataclasses.replace(
             t,
             path=t.path or DEFAULT_DUCKDB_PATH,

@@ -36,9 +36,9 @@ else:  # pragma: no cover - Python 3.10 reads TOML with the tomli backport
     import tomli as tomllib
 
 from interlace.operators.errors import ConfigError
-from interlace.operators.join import Join
 from interlace.operators.window import Aggregation, Window
-from interlace.pipeline.model import JOIN_KIND, Pipeline, Source, SparkSettings, Target
+from interlace.pipeline.kinds import JOIN_KIND, JOIN_KINDS, join_kind, kinds_phrase
+from interlace.pipeline.model import Pipeline, Source, SparkSettings, Target
 from interlace.pipeline.positions import Positions
 from interlace.pipeline.validate import (
     ET_FIELDS,
@@ -239,7 +239,7 @@ def write_pipeline(p: Pipeline) -> str:
         # imply; otherwise each one that is set is written (reading fills nothing then).
         et_implied = all(et_now[f] == defaults[f] for f in ET_FIELDS)
         items: list[tuple[str, Any]] = [
-            ("kind", JOIN_KIND),
+            ("kind", join_kind(j).kind),  # also the default one: files always say which
             ("left_source", p.left_source),
             ("right_source", p.right_source),
         ]
@@ -279,7 +279,6 @@ def write_pipeline(p: Pipeline) -> str:
 _SOURCE_KEYS = [f.name for f in dataclasses.fields(Source)]
 _TARGET_KEYS = [f.name for f in dataclasses.fields(Target)]
 _SPARK_KEYS = [f.name for f in dataclasses.fields(SparkSettings)]
-_JOIN_FIELDS = [f.name for f in dataclasses.fields(Join)]
 _WINDOW_FIELDS = [f.name for f in dataclasses.fields(Window) if f.name != "aggregations"]
 _AGG_KEYS = [toml_key(f.name) for f in dataclasses.fields(Aggregation)]
 # Seed 001 keys that admit one value only in this version; accepted and checked, not kept.
@@ -428,12 +427,26 @@ class _Reader:
 
     def join(self, name: str, sources: list[Source], raw: object) -> dict[str, Any]:
         data = dict(self.table(raw, JOIN_TABLE, "[transform.join]"))
-        self.check_keys(data, JOIN_TABLE, ["kind", "left_source", "right_source", *_JOIN_FIELDS])
-        kind = data.pop("kind", JOIN_KIND)
-        if kind != JOIN_KIND:
+        raw_kind = data.pop("kind", JOIN_KIND)
+        kind = JOIN_KINDS.get(raw_kind) if isinstance(raw_kind, str) else None
+        if kind is None:
             raise self.fail(
-                JOIN_TABLE, "kind", f"`kind` must be {JOIN_KIND!r} (got kind={kind!r})"
+                JOIN_TABLE,
+                "kind",
+                f"`kind` must be {kinds_phrase()} (got kind={raw_kind!r}); leave it out for a "
+                "stream-stream join",
             )
+        fields = kind.field_names
+        for key in data:
+            other = [k.kind for k in JOIN_KINDS.values() if k is not kind and key in k.field_names]
+            if key not in fields and other:
+                raise self.fail(
+                    JOIN_TABLE,
+                    key,
+                    f"`{key}` is a field of kind = {other[0]!r}, not of kind = {kind.kind!r} "
+                    f"(the {kind.title}); remove it, or set kind = {other[0]!r}",
+                )
+        self.check_keys(data, JOIN_TABLE, ["kind", "left_source", "right_source", *fields])
         self.require(data, JOIN_TABLE, ["left_source", "right_source"])
         refs = {}
         for key in ("left_source", "right_source"):
@@ -447,9 +460,10 @@ class _Reader:
         defaults = join_defaults(name, refs["left_source"], refs["right_source"])
         if not any(f in data for f in ET_FIELDS):
             data.update({f: defaults[f] for f in ET_FIELDS})
-        data.setdefault("time_mode", defaults["time_mode"])
-        data.setdefault("name", defaults["name"])
-        spec = self.build(Join, JOIN_TABLE, data)
+        for key in ("time_mode", "name"):  # the stream-table join has neither
+            if key in fields:
+                data.setdefault(key, defaults[key])
+        spec = self.build(kind.spec_type, JOIN_TABLE, data)
         return {
             "join": spec,
             "left_source": refs["left_source"].name,

@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING
 
 from interlace.operators.common.names import DEAD_LETTER_COLUMN, RESERVED_PREFIX
 from interlace.operators.errors import ConfigError
-from interlace.pipeline.ddl import is_timestamp
+from interlace.pipeline.ddl import is_boolean, is_timestamp
+from interlace.pipeline.kinds import join_kind, time_mode_of, with_dead_letter
 
 if TYPE_CHECKING:
     from interlace.pipeline.model import Pipeline, Source
@@ -176,7 +177,7 @@ def _join_side_columns(p: Pipeline) -> tuple[list[str] | None, list[str] | None]
     for side, name in (("left", p.left_source), ("right", p.right_source)):
         et = j.side_event_time_column(side)
         assert et is not None
-        out.append(_input_columns(p.source(name), j.time_mode, et, renamed=False))
+        out.append(_input_columns(p.source(name), time_mode_of(j), et, renamed=False))
     return out[0], out[1]
 
 
@@ -187,17 +188,8 @@ def output_columns_of(p: Pipeline) -> list[str] | None:
     j = p.join
     assert j is not None
     left, right = _join_side_columns(p)
-    lsel = list(j.output_left_columns) if j.output_left_columns is not None else left
-    rsel = list(j.output_right_columns) if j.output_right_columns is not None else right
-    if j.how in ("left_semi", "left_anti"):
-        if lsel is None:
-            return None
-        names = list(lsel)
-    else:
-        if lsel is None or rsel is None:
-            return None
-        names = [j.left_prefix + c for c in lsel] + [j.right_prefix + c for c in rsel]
-    return names + [DEAD_LETTER_COLUMN] if j.late_data == "dlq" else names
+    names = join_kind(j).output_columns(j, left, right)
+    return None if names is None else with_dead_letter(j, names)
 
 
 def check_unique_sources(sources: Sequence[Source]) -> None:
@@ -330,16 +322,21 @@ def _validate_join(p: Pipeline) -> None:
                 f"{', '.join(repr(s.name) for s in p.sources)})",
             )
     assert p.left_source is not None and p.right_source is not None
+    kind = join_kind(j)
     left = resolve_source(p.sources, p.left_source, JOIN_TABLE, "left_source")
     right = resolve_source(p.sources, p.right_source, JOIN_TABLE, "right_source")
     if left.name == right.name:
+        why = (
+            "declare a stream twice, under two names, to join it with itself"
+            if kind.processing_time
+            else "the stream and the table's changelog"
+        )
         raise err(
             JOIN_TABLE,
             "right_source",
             f"`left_source` and `right_source` are both "
-            f"{left.name!r}; a stream-stream join needs two "
-            "different sources (declare a stream twice, "
-            "under two names, to join it with itself)",
+            f"{left.name!r}; a {kind.title} needs two "
+            f"different sources ({why})",
         )
     for i, s in enumerate(p.sources):
         if s.name not in (left.name, right.name):
@@ -350,11 +347,20 @@ def _validate_join(p: Pipeline) -> None:
                 f"(left_source={left.name!r}, "
                 f"right_source={right.name!r}); remove it",
             )
+    if not kind.processing_time:
+        for i, s in enumerate(p.sources):
+            if s.time_mode != "event":
+                raise err(
+                    ("sources", i),
+                    "time_mode",
+                    f"source {s.name!r} has time_mode={s.time_mode!r}, but the {kind.title} "
+                    f'(kind = "{kind.kind}") joins on event time only (a table version is '
+                    "valid from its update's event time, SEMANTICS §7); remove `time_mode` "
+                    "(or set it to \"event\") and give the source an `event_time_column`",
+                )
     left_cols, right_cols = _join_side_columns(p)
-    for side, src, cols, keys, sel in (
-        ("left", left, left_cols, j.left_keys, j.output_left_columns),
-        ("right", right, right_cols, j.right_keys, j.output_right_columns),
-    ):
+    srcs = {"left": (left, left_cols), "right": (right, right_cols)}
+    for i, side in enumerate(("left", "right")):
         et = j.side_event_time_column(side)
         assert et is not None
         field = (
@@ -362,10 +368,28 @@ def _validate_join(p: Pipeline) -> None:
             if getattr(j, f"{side}_event_time_column") is not None
             else "event_time_column"
         )
-        _check_event_time(p, src, JOIN_TABLE, field, et, j.time_mode, renamed=False)
-        what = f"the {side} source {src.name!r}"
-        _check_columns(JOIN_TABLE, f"{side}_keys", keys, cols, what)
-        _check_columns(JOIN_TABLE, f"output_{side}_columns", sel or (), cols, what)
+        src = srcs[side][0]
+        _check_event_time(p, src, JOIN_TABLE, field, et, time_mode_of(j), renamed=False)
+        what = f"the {kind.side_labels[i]} source {src.name!r}"
+        for fside, fname in kind.column_fields:
+            if fside == side:
+                value = getattr(j, fname)
+                names = [value] if isinstance(value, str) else (value or ())
+                _check_columns(JOIN_TABLE, fname, names, srcs[side][1], what)
+    for side, fname in kind.boolean_fields:
+        column = getattr(j, fname)
+        src = srcs[side][0]
+        if column is None or src.sql is not None:
+            continue
+        typ = dict(src.ddl_columns()).get(column)
+        if typ is not None and not is_boolean(typ):
+            raise err(
+                JOIN_TABLE,
+                fname,
+                f"`{fname}` {column!r} of source {src.name!r} must be a BOOLEAN column "
+                f"(true = delete; got {typ}); declare it BOOLEAN in the source's `schema` or "
+                f"derive one in its `sql`, e.g. SELECT *, op = 'd' AS {column} FROM source",
+            )
 
 
 def _validate_window(p: Pipeline) -> None:
