@@ -4,6 +4,7 @@ Public API::
 
     from interlace import Join, stream_join, Window, Aggregation, window_aggregate, local_session
     from interlace import StreamTableJoin, stream_table_join, TableJoin, table_join
+    from interlace import ForeignKeyJoin, foreign_key_join
 """
 
 import importlib.util as _importlib_util
@@ -18,6 +19,8 @@ if _importlib_util.find_spec("interlace.operators") is None:  # pragma: no cover
 from interlace.operators import (
     Aggregation,
     ConfigError,
+    ForeignKeyJoin,
+    ForeignKeyJoinOperator,
     Join,
     JoinOperator,
     StateCapError,
@@ -27,6 +30,8 @@ from interlace.operators import (
     TableJoinOperator,
     Window,
     WindowOperator,
+    foreign_key_join,
+    prepare_foreign_key_join,
     prepare_join,
     prepare_stream_table_join,
     prepare_table_join,
@@ -43,6 +48,8 @@ from interlace.state import StateDecodeError, StateVersionError
 __all__ = [
     "Aggregation",
     "ConfigError",
+    "ForeignKeyJoin",
+    "ForeignKeyJoinOperator",
     "Join",
     "JoinOperator",
     "Pipeline",
@@ -58,7 +65,9 @@ __all__ = [
     "Target",
     "Window",
     "WindowOperator",
+    "foreign_key_join",
     "local_session",
+    "prepare_foreign_key_join",
     "prepare_join",
     "prepare_stream_table_join",
     "prepare_table_join",

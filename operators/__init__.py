@@ -1,6 +1,13 @@
 """interlace operators: specs, the functions for ``applyInPandasWithState``, and wrappers."""
 
 from interlace.operators.errors import ConfigError, StateCapError
+from interlace.operators.foreign_key import (
+    ForeignKeyJoin,
+    ForeignKeyJoinFunction,
+    ForeignKeyJoinOperator,
+    foreign_key_join,
+    prepare_foreign_key_join,
+)
 from interlace.operators.join import Join, JoinFunction, JoinOperator, prepare_join, stream_join
 from interlace.operators.stream_table import (
     StreamTableJoin,
@@ -28,6 +35,9 @@ from interlace.operators.window import (
 __all__ = [
     "Aggregation",
     "ConfigError",
+    "ForeignKeyJoin",
+    "ForeignKeyJoinFunction",
+    "ForeignKeyJoinOperator",
     "Join",
     "JoinFunction",
     "JoinOperator",
@@ -41,6 +51,8 @@ __all__ = [
     "Window",
     "WindowFunction",
     "WindowOperator",
+    "foreign_key_join",
+    "prepare_foreign_key_join",
     "prepare_join",
     "prepare_stream_table_join",
     "prepare_table_join",

@@ -5,7 +5,7 @@ Layout of every blob version (the envelope never changes; ``body`` is per kind):
 Version 1 (current)::
 
     {"v": 1,                      # int, format version
-     "kind": "join" | "window" | "stream_table" | "table_join",   # which operator wrote it
+     "kind": "join" | "window" | "stream_table" | "table_join" | "foreign_key",  # the writer
      "fp": "<16 hex chars>",      # fingerprint of the spec fields that give state its meaning
      "body": {...}}               # kind-specific, msgpack-native values only
 

@@ -32,6 +32,7 @@ __all__ = [
     "MAX_KEY_GROUPS",
     "balanced_id_lookup_sql",
     "balanced_key_group_id",
+    "key_group_ids",
     "key_group_sql",
     "spark_hash_int",
     "validate_key_groups",
@@ -148,6 +149,25 @@ def key_group_sql(quoted_columns: Sequence[str], key_groups: int) -> str:
     if n > BALANCED_MAX_KEY_GROUPS:
         return f"CAST({group} AS INT)"
     return balanced_id_lookup_sql(group, n)
+
+
+def key_group_ids(key_groups: int) -> list[int]:
+    """Return every group value :func:`key_group_sql` can produce for ``key_groups``, in order.
+
+    Key group ``g``'s value is :func:`balanced_key_group_id` ``(g)`` up to
+    :data:`BALANCED_MAX_KEY_GROUPS` key groups, else ``g``. An operator that replicates a row
+    into every key group (the foreign-key join's right table) explodes it over these.
+
+    Example:
+        >>> key_group_ids(2) == [balanced_key_group_id(0), balanced_key_group_id(1)]
+        True
+        >>> key_group_ids(BALANCED_MAX_KEY_GROUPS + 2)[-1]
+        4097
+    """
+    n = int(key_groups)
+    if n > BALANCED_MAX_KEY_GROUPS:
+        return list(range(n))
+    return [balanced_key_group_id(g) for g in range(n)]
 
 
 def balanced_id_lookup_sql(group_sql: str, key_groups: int) -> str:

@@ -29,6 +29,12 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from interlace.operators.common.prepare import HOME_COLUMN, SIDE_COLUMN
+from interlace.operators.foreign_key import (
+    ForeignKeyJoin,
+    ForeignKeyJoinFunction,
+    ForeignKeyJoinPlan,
+)
 from interlace.operators.join import (
     LEFT,
     RIGHT,
@@ -46,6 +52,7 @@ from interlace.operators.window import TIME_US_COLUMN, Window, WindowFunction, W
 __all__ = [
     "FakeGroupState",
     "LocalRun",
+    "run_foreign_key_join_locally",
     "run_join_locally",
     "run_stream_table_locally",
     "run_table_join_locally",
@@ -162,7 +169,11 @@ def _drive(
     delay_ms: int,
     watermark_policy: str,
 ) -> LocalRun:
-    """Run ``func`` over per-batch, per-input rows the way Spark does (module docstring)."""
+    """Run ``func`` over per-batch, per-input rows the way Spark does (module docstring).
+
+    ``key_of[i](row)`` gives the key group of a row of input ``i``, or a list of
+    ``(key group, row)`` pairs for a row replicated into several key groups.
+    """
     n_inputs = len(event_columns)
     states: dict[int, FakeGroupState] = {}
     input_wm: dict[int, int] = {}
@@ -191,7 +202,12 @@ def _drive(
             run.spark_dropped += len(rows) - len(kept)
             by_group: dict[int, list[dict[str, Any]]] = {}
             for r in kept:
-                by_group.setdefault(key_of[i](r), []).append(r)
+                where = key_of[i](r)
+                # An int: the row's one key group; a list: (group, row as that group sees it)
+                # pairs, a row replicated into several key groups.
+                copies = where if isinstance(where, list) else [(where, r)]
+                for kg, copy in copies:
+                    by_group.setdefault(kg, []).append(copy)
             for kg, grows in by_group.items():
                 groups.setdefault(kg, []).append(frame_of[i](grows))
         for kg in sorted(set(groups) | set(states)):
@@ -314,15 +330,18 @@ def _two_sided_frame(
 
     def build(rows: Sequence[dict[str, Any]]) -> pd.DataFrame:
         n = len(rows)
-        columns = [
-            pa.array(np.full(n, side, dtype=np.int32)),
-            pa.array(np.array([_to_us(r[et]) for r in rows], dtype=np.int64)),
-        ]
+        columns = {
+            SIDE_COLUMN: pa.array(np.full(n, side, dtype=np.int32)),
+            TIME_US_COLUMN: pa.array(np.array([_to_us(r[et]) for r in rows], dtype=np.int64)),
+        }
+        if HOME_COLUMN in input_schema.names:  # replicated rows carry it; others are home
+            columns[HOME_COLUMN] = pa.array([bool(r.get(HOME_COLUMN, True)) for r in rows])
         for s, (schema, payload) in enumerate(zip(schemas, payloads, strict=True)):
             for f, internal in zip(schema, payload, strict=True):
-                columns.append(pa.array([r.get(f.name) for r in rows], internal.type)
-                               if s == side else pa.nulls(n, internal.type))
-        table = pa.Table.from_arrays(columns, schema=input_schema)
+                columns[internal.name] = (pa.array([r.get(f.name) for r in rows], internal.type)
+                                          if s == side else pa.nulls(n, internal.type))
+        table = pa.Table.from_arrays([columns[n_] for n_ in input_schema.names],
+                                     schema=input_schema)
         return table.to_pandas(integer_object_nulls=True, date_as_object=True)
 
     return build
@@ -336,8 +355,14 @@ def _run_two_sided(
     payloads: Sequence[pa.Schema],
     key_columns: Sequence[Sequence[str]],
     watermark_policy: str,
+    replicated_side: int | None = None,
 ) -> LocalRun:
-    """Drive a table join's function over ``log`` (``left`` / ``right`` rows per batch)."""
+    """Drive a table join's function over ``log`` (``left`` / ``right`` rows per batch).
+
+    With ``replicated_side``, that side's rows go to every key group, as
+    ``two_sided_input(..., replicated_side=...)`` prepares them: the copy in the key group of
+    the row's own keys has the home flag set, the others not.
+    """
     counters = _Counters()
     func.counters = counters
     ets = [spec.side_event_time_column("left"), spec.side_event_time_column("right")]
@@ -346,12 +371,17 @@ def _run_two_sided(
     def key_of(keys: Sequence[str]) -> Any:
         return lambda r: hash(tuple(_hashable_key(r.get(k)) for k in keys)) % spec.key_groups
 
+    def every_group(keys: Sequence[str]) -> Any:
+        own = key_of(keys)
+        return lambda r: [(g, {**r, HOME_COLUMN: g == own(r)}) for g in range(spec.key_groups)]
+
     input_schema = func.plan.input_schema
     run = _drive(
         func,
         [[list(b.left), list(b.right)] for b in log],
         [ets[0], ets[1]],
-        [key_of(keys) for keys in key_columns],
+        [every_group(keys) if side == replicated_side else key_of(keys)
+         for side, keys in enumerate(key_columns)],
         [_two_sided_frame(input_schema, schemas, payloads, side, ets[side]) for side in (0, 1)],
         spec.watermark_delay_ms,
         watermark_policy,
@@ -409,6 +439,36 @@ def run_table_join_locally(
         TableJoinFunction(plan), spec, log, (left_schema, right_schema),
         (plan.sides[0].payload, plan.sides[1].payload), (spec.left_keys, spec.right_keys),
         watermark_policy,
+    )
+
+
+def run_foreign_key_join_locally(
+    spec: ForeignKeyJoin,
+    log: Sequence[Any],
+    left_schema: pa.Schema,
+    right_schema: pa.Schema,
+    *,
+    watermark_policy: str = "min",
+) -> LocalRun:
+    """Run ``spec`` over ``log`` through :class:`ForeignKeyJoinFunction`, no Spark.
+
+    Left rows go to the key group of their primary key; every right row goes to every key
+    group (its home copy counts it), as :func:`~interlace.prepare_foreign_key_join` prepares
+    them.
+
+    Args:
+        spec: The foreign-key join.
+        log: One ``JoinBatch`` per micro-batch: ``left`` / ``right`` the tables' updates;
+            event times are naive UTC datetimes.
+        left_schema: Arrow schema of the left table's rows (it holds the foreign key).
+        right_schema: Arrow schema of the right table's rows.
+        watermark_policy: ``"min"`` or ``"max"``.
+    """
+    plan = ForeignKeyJoinPlan.from_schemas(spec, left_schema, right_schema)
+    return _run_two_sided(
+        ForeignKeyJoinFunction(plan), spec, log, (left_schema, right_schema),
+        (plan.sides[0].payload, plan.sides[1].payload), (spec.left_keys, spec.right_keys),
+        watermark_policy, replicated_side=1,
     )
 
 

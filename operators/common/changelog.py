@@ -1,20 +1,72 @@
-"""Pieces the table joins share in their pure steps (SEMANTICS §4, §7).
+"""Pieces the table joins share in their pure steps (SEMANTICS §4, §7, §9).
 
-The stream-table join (``stream_table/step.py``) and the table-table join
-(``table/step.py``) read changelog updates from Arrow, tell tombstones from upserts, count
-per call and turn rows they cannot use into dead letters. Those pieces are written once here.
+The stream-table join (``stream_table/step.py``), the table-table join (``table/step.py``)
+and the foreign-key join (``foreign_key/step.py``) read changelog updates from Arrow, tell
+tombstones from upserts, count per call and turn rows they cannot use into dead letters; the
+two changelog joins also share their output columns, the admission of a call's updates and
+the split of pending updates into due and held. Those pieces are written once here.
+
+Rows a step should apply but not count (the foreign-key join's copies of a right update in
+key groups other than its home one) are excluded from counts and dead letters by a
+``counted`` mask.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Protocol
 
 import numpy as np
 import pyarrow as pa
+from interlace.operators.common.arrow import i64
 from interlace.operators.common.deadletters import dead_letter
+from interlace.operators.common.keys import has_null_key
+from interlace.operators.common.names import DEAD_LETTER_COLUMN, RESERVED_PREFIX
+from interlace.operators.common.prepare import SIDE_COLUMN
+from interlace.operators.common.tables import TableSide
+from interlace.operators.errors import ConfigError
+from interlace.state.buffers import TIME_COLUMN
 from numpy.typing import NDArray
 
-__all__ = ["add_count", "bools", "dead_letter_rows", "tombstone_mask"]
+__all__ = [
+    "EVENT_TIME_OUT",
+    "OP_COLUMN",
+    "OP_DELETE",
+    "OP_UPSERT",
+    "SIDE_NAMES",
+    "VERSION_COLUMN",
+    "ChangelogPlan",
+    "add_count",
+    "admit_updates",
+    "bools",
+    "changelog_output_names",
+    "dead_letter_rows",
+    "reject_updates",
+    "split_due",
+    "take_or_null",
+    "tombstone_mask",
+]
+
+OP_COLUMN, EVENT_TIME_OUT, VERSION_COLUMN = "op", "event_time", "version"
+"""The fixed output columns of a changelog (SEMANTICS §9)."""
+OP_UPSERT, OP_DELETE = "upsert", "delete"
+SIDE_NAMES = ("left", "right")
+
+
+class ChangelogPlan(Protocol):
+    """What the shared pieces read from a two-table join's plan."""
+
+    @property
+    def sides(self) -> tuple[TableSide, TableSide]:
+        """Both tables resolved against their schemas (left, right)."""
+
+    @property
+    def dlq(self) -> bool:
+        """Whether rejected updates become dead letters."""
+
+    @property
+    def output_schema(self) -> pa.Schema:
+        """The output schema; its last column is ``_dead_letter`` under dlq."""
 
 
 def bools(a: pa.ChunkedArray | pa.Array) -> NDArray[np.bool_]:
@@ -72,3 +124,129 @@ def tombstone_mask(
     for v in value_columns:
         tomb &= bools(updates.column(v).is_null())
     return tomb
+
+
+def take_or_null(table: pa.Table, idx: NDArray[np.int64], valid: NDArray[np.bool_]) -> pa.Table:
+    """Rows ``idx`` of ``table``, NULL where not ``valid``."""
+    return table.take(pa.array(np.where(valid, idx, 0), mask=~valid))
+
+
+def changelog_output_names(
+    keys: Sequence[str], left_values: Sequence[str], right_values: Sequence[str], dlq: bool
+) -> tuple[str, ...]:
+    """The output columns of a changelog join (SEMANTICS §9), checked for collisions.
+
+    Args:
+        keys: The output key columns (named as the left table's primary key).
+        left_values: The left value columns, prefixed.
+        right_values: The right value columns, prefixed.
+        dlq: Whether ``_dead_letter`` is added.
+
+    Raises:
+        ConfigError: Two output columns share a name, or one uses the reserved prefix.
+    """
+    names = [*keys, *left_values, *right_values, OP_COLUMN, EVENT_TIME_OUT, VERSION_COLUMN]
+    if dlq:
+        names.append(DEAD_LETTER_COLUMN)
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        msg = (
+            f"output columns {dupes} appear twice (the keys, `left_prefix` / `right_prefix` + "
+            f"value columns, and the fixed {OP_COLUMN!r}, {EVENT_TIME_OUT!r}, "
+            f"{VERSION_COLUMN!r}); choose other prefixes or value columns"
+        )
+        raise ConfigError(msg)
+    bad = [n for n in names if n.startswith(RESERVED_PREFIX)]
+    if bad:
+        msg = (
+            f"output columns {bad} use the reserved prefix {RESERVED_PREFIX!r}; change "
+            "`left_prefix` / `right_prefix`"
+        )
+        raise ConfigError(msg)
+    return tuple(names)
+
+
+def reject_updates(
+    plan: ChangelogPlan,
+    side: int,
+    rows: pa.Table,
+    wm_us: int | None,
+    reason: str,
+    counters: dict[str, int],
+    letters: list[pa.Table],
+) -> None:
+    """Dead-letter ``rows`` of ``side`` under dlq, else count them as dropped.
+
+    ``reason``: ``"late"`` (counted as ``late_dropped_<side>``) or ``"null_event_time"``.
+    """
+    name = SIDE_NAMES[side]
+    if plan.dlq:
+        s = plan.sides[side]
+        letters.append(
+            dead_letter_rows(rows, s.payload, s.names, name, reason, wm_us, plan.output_schema)
+        )
+        add_count(counters, f"dead_lettered_{name}", rows.num_rows)
+    else:
+        dropped = "late_dropped" if reason == "late" else "null_event_time_dropped"
+        add_count(counters, f"{dropped}_{name}", rows.num_rows)
+
+
+def admit_updates(
+    plan: ChangelogPlan,
+    rows: pa.Table,
+    wm_us: int | None,
+    counters: dict[str, int],
+    letters: list[pa.Table],
+    counted: NDArray[np.bool_] | None = None,
+) -> pa.Table:
+    """Set aside updates without an event time (dlq or counted) and with a NULL key (counted).
+
+    SEMANTICS §7: an update with a NULL key is ignored and counted. Rows outside ``counted``
+    (default: every row) are set aside silently.
+    """
+    side = np.asarray(rows.column(SIDE_COLUMN).to_numpy(), dtype=np.int32)
+    count = np.ones(rows.num_rows, dtype=bool) if counted is None else counted
+    drop = np.zeros(rows.num_rows, dtype=bool)
+    null_t = bools(rows.column(TIME_COLUMN).is_null())
+    for s, name in enumerate(SIDE_NAMES):
+        mine = side == s
+        bad_t = mine & null_t
+        if (bad_t & count).any():
+            reject_updates(plan, s, rows.filter(pa.array(bad_t & count)), wm_us,
+                           "null_event_time", counters, letters)
+        null_key = mine & ~bad_t & has_null_key(rows, plan.sides[s].key_internal)
+        add_count(counters, f"null_key_dropped_{name}", int((null_key & count).sum()))
+        drop |= bad_t | null_key
+    return rows.filter(pa.array(~drop)) if drop.any() else rows
+
+
+def split_due(
+    emit: str,
+    held: pa.Table,
+    arrived: pa.Table,
+    wm_us: int | None,
+    counters: dict[str, int],
+    counted: NDArray[np.bool_] | None = None,
+) -> tuple[pa.Table, pa.Table]:
+    """Split the held and newly arrived updates into (due now, still held) (SEMANTICS §9).
+
+    ``eager``: every update is due in the call that receives it. ``final``: an update is due
+    in the first call where ``wm > t``; with no watermark yet nothing is due. Counts the
+    arrived updates that stay held (``held_left/right``; only those in ``counted``).
+    """
+    pending = pa.concat_tables([held, arrived]) if arrived.num_rows else held
+    if emit == "eager":
+        due_mask = np.ones(pending.num_rows, dtype=bool)
+    elif wm_us is None:
+        due_mask = np.zeros(pending.num_rows, dtype=bool)
+    else:
+        due_mask = wm_us > i64(pending.column(TIME_COLUMN))
+    still = pending.filter(pa.array(~due_mask)) if not due_mask.all() else pending.slice(0, 0)
+    new_held = ~due_mask[held.num_rows :]
+    if counted is not None:
+        new_held &= counted
+    new_side = np.asarray(arrived.column(SIDE_COLUMN).to_numpy(), dtype=np.int32)
+    for s, name in enumerate(SIDE_NAMES):
+        add_count(counters, f"held_{name}", int((new_held & (new_side == s)).sum()))
+    due = pending.filter(pa.array(due_mask)) if not due_mask.all() else pending
+    return due, still

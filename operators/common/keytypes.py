@@ -29,9 +29,16 @@ def _widen_decimal(a: tuple[int, int], b: tuple[int, int]) -> tuple[int, int]:
 
 
 def common_key_arrow_type(
-    lname: str, ltype: pa.DataType, rname: str, rtype: pa.DataType
+    lname: str,
+    ltype: pa.DataType,
+    rname: str,
+    rtype: pa.DataType,
+    fields: tuple[str, str] = ("left_keys", "right_keys"),
 ) -> pa.DataType:
     """Return the Arrow type the key columns ``lname`` and ``rname`` are compared in.
+
+    ``fields`` names the spec fields that list them, for the message (the foreign-key join
+    compares ``foreign_key_columns`` with ``right_keys``).
 
     Raises:
         ConfigError: The two types have no common type (naming both key fields).
@@ -54,8 +61,8 @@ def common_key_arrow_type(
     ):
         return pa.large_string()
     msg = (
-        f"key columns `left_keys` {lname!r} ({ltype}) and `right_keys` {rname!r} ({rtype}) have "
-        "incompatible types; cast one side so both keys have the same type"
+        f"key columns `{fields[0]}` {lname!r} ({ltype}) and `{fields[1]}` {rname!r} ({rtype}) "
+        "have incompatible types; cast one side so both keys have the same type"
     )
     raise ConfigError(msg)
 
@@ -84,9 +91,15 @@ def spark_common_key_type(lt: Any, rt: Any) -> Any:
 
 
 def spark_key_types(
-    left: Any, right: Any, left_keys: Sequence[str], right_keys: Sequence[str]
+    left: Any,
+    right: Any,
+    left_keys: Sequence[str],
+    right_keys: Sequence[str],
+    fields: tuple[str, str] = ("left_keys", "right_keys"),
 ) -> list[Any]:
     """Return the Spark type each key pair of two DataFrames is compared (and hashed) in.
+
+    ``fields`` names the spec fields listing the two sides' columns, for the message.
 
     Raises:
         ConfigError: A pair has no common type (naming both key fields and the fix).
@@ -97,7 +110,7 @@ def spark_key_types(
         common = spark_common_key_type(lt, rt)
         if common is None:
             msg = (
-                f"key columns `left_keys` {lk!r} ({lt.simpleString()}) and `right_keys` "
+                f"key columns `{fields[0]}` {lk!r} ({lt.simpleString()}) and `{fields[1]}` "
                 f"{rk!r} ({rt.simpleString()}) have incompatible types; cast one side so both "
                 "keys have the same type"
             )

@@ -20,9 +20,10 @@ from interlace.operators.common.names import (
     TIME_US_COLUMN,
 )
 from interlace.operators.errors import ConfigError
-from interlace.state.keygroups import key_group_sql
+from interlace.state.keygroups import key_group_ids, key_group_sql
 
 __all__ = [
+    "HOME_COLUMN",
     "SIDE_COLUMN",
     "checked_side",
     "prepared_columns",
@@ -33,6 +34,9 @@ __all__ = [
 
 #: The side tag (int32: 0 left, 1 right) of a two-input table join's prepared row.
 SIDE_COLUMN = RESERVED_PREFIX + "side"
+#: Under replication (:func:`two_sided_input`): true on the one copy of a replicated row that
+#: counts it (the copy in its own key's key group) and on every row of the other side.
+HOME_COLUMN = RESERVED_PREFIX + "home"
 
 
 def with_event_time(df: Any, column: str, field_name: str, what: str, time_mode: str) -> Any:
@@ -124,6 +128,8 @@ def two_sided_input(
     payloads: Sequence[Any],
     delay_ms: int,
     key_groups: int,
+    *,
+    replicated_side: int | None = None,
 ) -> Any:
     """The prepared input of a table join: both inputs tagged by side, in one union.
 
@@ -134,27 +140,58 @@ def two_sided_input(
     ``withWatermark(event_time, delay_ms)`` before the union, so Spark combines the two
     watermarks by ``spark.sql.streaming.multipleWatermarkPolicy``.
 
+    With ``replicated_side``, every row of that side is copied into every key group (the
+    foreign-key join's right table: each key group then holds the whole table), and every row
+    gets :data:`HOME_COLUMN`: true on the copy in the key group of the row's own keys (the one
+    that counts it and dead-letters it), and on every row of the other side.
+
     Args:
         dfs: The two inputs, event time ready (:func:`checked_side`).
         event_times: Their event-time columns.
         keys: Their key columns (those that pick the key group).
-        key_types: The Spark types both sides' keys are compared in.
+        key_types: The Spark types each side's keys are hashed in (per side, or one list
+            both sides share).
         payloads: Their internal payload schemas (Arrow), one field per input column.
         delay_ms: The watermark delay, ``lateness_ms + H``.
         key_groups: The number of key groups.
+        replicated_side: The side whose rows go to every key group, if any.
     """
     from pyspark.sql import functions as F
 
+    per_side = (
+        key_types if key_types and isinstance(key_types[0], (list, tuple)) else [key_types] * 2
+    )
     frames = []
     for side, (df, et, side_keys) in enumerate(zip(dfs, event_times, keys, strict=True)):
         base = watermarked(df, et, df.columns, delay_ms)
         kg_inputs = [
-            f"CAST(`{k}` AS {t.simpleString()})" for k, t in zip(side_keys, key_types, strict=True)
+            f"CAST(`{k}` AS {t.simpleString()})"
+            for k, t in zip(side_keys, per_side[side], strict=True)
         ]
-        cols = [F.lit(side).cast("int").alias(SIDE_COLUMN), *prepared_columns(kg_inputs, key_groups)]
+        kg, *times = prepared_columns(kg_inputs, key_groups)
+        head = [F.lit(side).cast("int").alias(SIDE_COLUMN)]
+        if replicated_side is None:
+            head += [kg, *times]
+        elif side == replicated_side:
+            ids = key_group_ids(key_groups)
+            every = (
+                F.expr(f"array({', '.join(map(str, ids))})")
+                if ids != list(range(key_groups))
+                else F.sequence(F.lit(0), F.lit(key_groups - 1))
+            )
+            own = F.expr(key_group_sql(kg_inputs, key_groups)).cast("int")
+            head += [F.explode(every).cast("int").alias(KEY_GROUP_COLUMN), *times,
+                     own.alias(HOME_COLUMN)]
+        else:
+            head += [kg, *times, F.lit(True).alias(HOME_COLUMN)]
+        cols = list(head)
         for s, (src, payload) in enumerate(zip(dfs, payloads, strict=True)):
             for f, internal in zip(src.schema.fields, payload.names, strict=True):
                 value = F.col(f"`{f.name}`") if s == side else F.lit(None).cast(f.dataType)
                 cols.append(value.alias(internal))
-        frames.append(base.select(*cols))
+        frame = base.select(*cols)
+        if replicated_side is not None and side == replicated_side:
+            home = F.col(HOME_COLUMN) == F.col(KEY_GROUP_COLUMN)
+            frame = frame.withColumn(HOME_COLUMN, home)
+        frames.append(frame)
     return frames[0].unionByName(frames[1])

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from typing import Literal
 
 import pyarrow as pa
-
 from interlace.operators.common.checks import (
     as_name_tuple,
     check_event_time_columns,
@@ -23,6 +22,7 @@ from interlace.operators.common.checks import (
     check_str_fields,
     require_names,
 )
+from interlace.operators.common.names import RESERVED_PREFIX
 from interlace.operators.common.spec import LateDataFields
 from interlace.operators.errors import ConfigError
 
@@ -33,6 +33,7 @@ __all__ = [
     "TwoTableFields",
     "check_table_late_data",
     "check_value_columns",
+    "spec_table_side",
     "table_side",
 ]
 
@@ -134,8 +135,8 @@ class TwoTableFields(LateDataFields):
 
     __slots__ = ()
 
-    left_keys: tuple[str, ...]
-    right_keys: tuple[str, ...]
+    left_keys: Sequence[str]
+    right_keys: Sequence[str]
     emit: str
     event_time_column: str | None
     left_event_time_column: str | None
@@ -272,4 +273,32 @@ def table_side(
         value_internal=tuple(internal(v) for v in value_names),
         time_internal=internal(event_time),
         tombstone_internal=None if tombstone is None else internal(tombstone),
+    )
+
+
+def spec_table_side(spec: TwoTableFields, side: str, schema: pa.Schema) -> TableSide:
+    """Resolve one table of a two-table join ``spec`` (``side``: ``"left"`` / ``"right"``).
+
+    The table's keys are ``{side}_keys`` (for the foreign-key join, the left table's primary
+    key and the right table's key); messages name the spec field that set each column (its
+    per-side override or the shared field).
+    """
+    et = spec.side_event_time_column(side)
+    assert et is not None
+
+    def field(name: str) -> str:
+        return f"{side}_{name}" if getattr(spec, f"{side}_{name}") is not None else name
+
+    return table_side(
+        schema,
+        RESERVED_PREFIX + side[0],
+        spec.left_keys if side == "left" else spec.right_keys,
+        f"{side}_keys",
+        et,
+        field("event_time_column"),
+        spec.side_tombstone_column(side),
+        field("tombstone_column"),
+        spec.side_value_columns(side),
+        field("value_columns"),
+        f"the {side} table",
     )

@@ -9,15 +9,22 @@ from Spark schemas).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
+from interlace.operators.common.changelog import (
+    EVENT_TIME_OUT,
+    OP_COLUMN,
+    OP_DELETE,
+    OP_UPSERT,
+    SIDE_NAMES,
+    VERSION_COLUMN,
+    changelog_output_names,
+)
 from interlace.operators.common.keytypes import common_key_arrow_type
-from interlace.operators.common.names import DEAD_LETTER_COLUMN, RESERVED_PREFIX
+from interlace.operators.common.names import RESERVED_PREFIX
 from interlace.operators.common.prepare import SIDE_COLUMN
-from interlace.operators.common.tables import TableSide, table_side
-from interlace.operators.errors import ConfigError
+from interlace.operators.common.tables import TableSide, spec_table_side
 from interlace.operators.table.spec import TableJoin
 from interlace.state.buffers import TIME_COLUMN
 from interlace.state.tables import SEQ_COLUMN
@@ -33,10 +40,6 @@ __all__ = [
     "changelog_output_names",
 ]
 
-OP_COLUMN, EVENT_TIME_OUT, VERSION_COLUMN = "op", "event_time", "version"
-"""The fixed output columns of a changelog (SEMANTICS §9)."""
-OP_UPSERT, OP_DELETE = "upsert", "delete"
-SIDE_NAMES = ("left", "right")
 KEY_PREFIX = RESERVED_PREFIX + "k"
 #: Per side: the latest applied update's µs time and its tombstone flag (state ``keys``).
 SIDE_TIME = (RESERVED_PREFIX + "lt", RESERVED_PREFIX + "rt")
@@ -120,7 +123,8 @@ class TableJoinPlan:
                 collide.
         """
         sides = tuple(
-            _side(spec, side, schema) for side, schema in (("left", left), ("right", right))
+            spec_table_side(spec, side, schema)
+            for side, schema in (("left", left), ("right", right))
         )
         key_types = tuple(
             common_key_arrow_type(lk, left.field(lk).type, rk, right.field(rk).type)
@@ -143,61 +147,3 @@ class TableJoinPlan:
             output_names=names,
             fp=spec.state_fingerprint(left.names, right.names),
         )
-
-
-def _side(spec: TableJoin, side: str, schema: pa.Schema) -> TableSide:
-    """Resolve one table of ``spec`` (``side``: ``"left"`` / ``"right"``)."""
-    et = spec.side_event_time_column(side)
-    assert et is not None
-
-    def field(name: str) -> str:
-        return f"{side}_{name}" if getattr(spec, f"{side}_{name}") is not None else name
-
-    return table_side(
-        schema,
-        RESERVED_PREFIX + side[0],
-        spec.left_keys if side == "left" else spec.right_keys,
-        f"{side}_keys",
-        et,
-        field("event_time_column"),
-        spec.side_tombstone_column(side),
-        field("tombstone_column"),
-        spec.side_value_columns(side),
-        field("value_columns"),
-        f"the {side} table",
-    )
-
-
-def changelog_output_names(
-    keys: Sequence[str], left_values: Sequence[str], right_values: Sequence[str], dlq: bool
-) -> tuple[str, ...]:
-    """The output columns of a changelog join (SEMANTICS §9), checked for collisions.
-
-    Args:
-        keys: The output key columns (named as the left table's primary key).
-        left_values: The left value columns, prefixed.
-        right_values: The right value columns, prefixed.
-        dlq: Whether ``_dead_letter`` is added.
-
-    Raises:
-        ConfigError: Two output columns share a name, or one uses the reserved prefix.
-    """
-    names = [*keys, *left_values, *right_values, OP_COLUMN, EVENT_TIME_OUT, VERSION_COLUMN]
-    if dlq:
-        names.append(DEAD_LETTER_COLUMN)
-    dupes = sorted({n for n in names if names.count(n) > 1})
-    if dupes:
-        msg = (
-            f"output columns {dupes} appear twice (the keys, `left_prefix` / `right_prefix` + "
-            f"value columns, and the fixed {OP_COLUMN!r}, {EVENT_TIME_OUT!r}, "
-            f"{VERSION_COLUMN!r}); choose other prefixes or value columns"
-        )
-        raise ConfigError(msg)
-    bad = [n for n in names if n.startswith(RESERVED_PREFIX)]
-    if bad:
-        msg = (
-            f"output columns {bad} use the reserved prefix {RESERVED_PREFIX!r}; change "
-            "`left_prefix` / `right_prefix`"
-        )
-        raise ConfigError(msg)
-    return tuple(names)

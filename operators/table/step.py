@@ -22,11 +22,14 @@ import pyarrow.compute as pc
 from interlace.operators.common.arrow import i64
 from interlace.operators.common.changelog import (
     add_count,
+    admit_updates,
     bools,
-    dead_letter_rows,
+    reject_updates,
+    split_due,
+    take_or_null,
     tombstone_mask,
 )
-from interlace.operators.common.keys import has_null_key, key_codes
+from interlace.operators.common.keys import key_codes
 from interlace.operators.common.prepare import SIDE_COLUMN
 from interlace.operators.table.plan import (
     NEXT_VERSION,
@@ -105,52 +108,6 @@ def _codes(
     return codes[:m], codes[m:]
 
 
-def _admit(
-    plan: TableJoinPlan,
-    rows: pa.Table,
-    wm_us: int | None,
-    counters: dict[str, int],
-    letters: list[pa.Table],
-) -> pa.Table:
-    """Set aside updates without an event time (dlq or counted) and with a NULL key (counted)."""
-    side = np.asarray(rows.column(SIDE_COLUMN).to_numpy(), dtype=np.int32)
-    drop = np.zeros(rows.num_rows, dtype=bool)
-    null_t = bools(rows.column(TIME_COLUMN).is_null())
-    for s, name in enumerate(SIDE_NAMES):
-        mine = side == s
-        bad_t = mine & null_t
-        if bad_t.any():
-            _reject(plan, s, rows.filter(pa.array(bad_t)), wm_us, "null_event_time",
-                    counters, letters)
-        # SEMANTICS §7: an update with a NULL key is ignored and counted.
-        null_key = mine & ~bad_t & has_null_key(rows, plan.sides[s].key_internal)
-        add_count(counters, f"null_key_dropped_{name}", int(null_key.sum()))
-        drop |= bad_t | null_key
-    return rows.filter(pa.array(~drop)) if drop.any() else rows
-
-
-def _reject(
-    plan: TableJoinPlan,
-    side: int,
-    rows: pa.Table,
-    wm_us: int | None,
-    reason: str,
-    counters: dict[str, int],
-    letters: list[pa.Table],
-) -> None:
-    """Dead-letter ``rows`` of ``side`` under dlq, else count them as dropped."""
-    name = SIDE_NAMES[side]
-    if plan.dlq:
-        s = plan.sides[side]
-        letters.append(
-            dead_letter_rows(rows, s.payload, s.names, name, reason, wm_us, plan.output_schema)
-        )
-        add_count(counters, f"dead_lettered_{name}", rows.num_rows)
-    else:
-        dropped = "late_dropped" if reason == "late" else "null_event_time_dropped"
-        add_count(counters, f"{dropped}_{name}", rows.num_rows)
-
-
 def _latest_at(mine: NDArray[np.bool_], group_start: NDArray[np.int64]) -> NDArray[np.int64]:
     """Per position, the last position ``<=`` it in its key's run where ``mine``; -1 if none."""
     pos = np.where(mine, np.arange(len(mine), dtype=np.int64), _NONE)
@@ -185,20 +142,8 @@ def step(
     counters: dict[str, int] = {}
     letters: list[pa.Table] = []
     seq = pa.array(state.seq + np.arange(batch.num_rows, dtype=np.int64))
-    arrived = _admit(plan, batch.append_column(SEQ_COLUMN, seq), wm_us, counters, letters)
-    pending = pa.concat_tables([state.held, arrived]) if arrived.num_rows else state.held
-    if plan.emit == "eager":
-        due_mask = np.ones(pending.num_rows, dtype=bool)
-    elif wm_us is None:
-        due_mask = np.zeros(pending.num_rows, dtype=bool)
-    else:
-        due_mask = wm_us > i64(pending.column(TIME_COLUMN))
-    held = pending.filter(pa.array(~due_mask)) if not due_mask.all() else pending.slice(0, 0)
-    new_held = ~due_mask[state.held.num_rows :]
-    new_side = np.asarray(arrived.column(SIDE_COLUMN).to_numpy(), dtype=np.int32)
-    for s, name in enumerate(SIDE_NAMES):
-        add_count(counters, f"held_{name}", int((new_held & (new_side == s)).sum()))
-    due = pending.filter(pa.array(due_mask)) if not due_mask.all() else pending
+    arrived = admit_updates(plan, batch.append_column(SEQ_COLUMN, seq), wm_us, counters, letters)
+    due, held = split_due(plan.emit, state.held, arrived, wm_us, counters)
 
     keys, output = _apply(plan, state.keys, due, wm_us, counters, letters)
     held_t = i64(held.column(TIME_COLUMN))
@@ -243,7 +188,8 @@ def _apply(
         for s in (0, 1):
             mask = late & (side == s)
             if mask.any():
-                _reject(plan, s, due.filter(pa.array(mask)), wm_us, "late", counters, letters)
+                reject_updates(plan, s, due.filter(pa.array(mask)), wm_us, "late", counters,
+                               letters)
         keep = pa.array(~late)
         due, side, t, srow = due.filter(keep), side[~late], t[~late], srow[~late]
         due_codes = due_codes[~late]
@@ -317,11 +263,6 @@ def _side_values(plan: TableJoinPlan, s: int, stored: pa.Table, due: pa.Table) -
     return values, times, deleted
 
 
-def _take(table: pa.Table, idx: NDArray[np.int64], valid: NDArray[np.bool_]) -> pa.Table:
-    """Rows ``idx`` of ``table``, NULL where not ``valid``."""
-    return table.take(pa.array(np.where(valid, idx, 0), mask=~valid))
-
-
 def _changelog(
     plan: TableJoinPlan,
     sides: list[_Values],
@@ -343,7 +284,7 @@ def _changelog(
         idx = src[s][rows]
         valid = upsert[rows] & (idx >= 0)
         valid &= ~deleted[np.maximum(idx, 0)]
-        taken = _take(values, idx, valid)
+        taken = take_or_null(values, idx, valid)
         cols += [taken.column(c) for c in taken.column_names]
     op = np.where(upsert[rows], OP_UPSERT, OP_DELETE)
     cols.append(pa.array(op, pa.string()))
@@ -382,7 +323,7 @@ def _new_keys(
         cols.append(pa.array(np.where(valid, times[np.maximum(idx, 0)], 0), pa.int64(),
                              mask=~valid))
         cols.append(pa.array(deleted[np.maximum(idx, 0)], pa.bool_(), mask=~valid))
-        taken = _take(values, idx, valid)
+        taken = take_or_null(values, idx, valid)
         cols += [taken.column(c) for c in taken.column_names]
     cols.append(pa.array(next_version[ends], pa.int64()))
     touched = pa.Table.from_arrays(cols, schema=plan.keys_schema)

@@ -1,0 +1,161 @@
+"""The foreign-key join spec: :class:`ForeignKeyJoin`, validated when it is built.
+
+Neighbours: ``plan.py`` resolves a spec against the input schemas, ``step.py`` runs it,
+``shim.py`` hands it to Spark. The fields it shares with the table-table join (event time,
+value and tombstone columns with per-side overrides, late data, prefixes) and their checks are
+in :class:`~interlace.operators.common.tables.TwoTableFields`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from interlace.operators.common.checks import as_name_tuple, check_literal
+from interlace.operators.common.spec import DEFAULT_DLQ_HORIZON_MS
+from interlace.operators.common.tables import Emit, TableLateData, TwoTableFields
+from interlace.operators.errors import ConfigError
+from interlace.state import blob
+from interlace.state.keygroups import DEFAULT_JOIN_KEY_GROUPS, KEY_GROUP_ID_SCHEME
+
+__all__ = ["ForeignKeyHow", "ForeignKeyJoin"]
+
+ForeignKeyHow = Literal["inner", "left"]
+"""When a left key of a foreign-key join is present (SEMANTICS §9, Kafka's FK join).
+
+* ``"inner"``: the left row is present and the right table has its foreign key.
+* ``"left"``: the left row is present (right columns NULL without a partner).
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class ForeignKeyJoin(TwoTableFields):
+    """A changelog table joined with another by a foreign key; the output is a changelog.
+
+    The left table (primary key ``left_keys``) carries ``foreign_key_columns``; a present
+    left row joins the present right row (keyed by ``right_keys``) whose key equals its
+    foreign key (a NULL in it joins nothing). Updates of both tables are applied one at a time
+    in event-time order (ties: left before right, then arrival), under ``emit="final"`` once
+    ``wm > t`` (strict), under ``"eager"`` in the call that receives them. A left update emits
+    for its own key; a right update for every key whose present left row refers to it:
+    ``upsert`` if the join is present after, else ``delete`` if it was present before; a
+    left update of an existing left row after which the join is absent emits ``delete`` even
+    if it was absent before (Kafka's redundant delete, SEMANTICS §9). Output: ``left_keys``,
+    ``left_prefix`` + the left value columns (the foreign key included by default),
+    ``right_prefix`` + the right ones, ``op``, ``event_time`` (the applied update's),
+    ``version`` (per left key, from 0). An update older than the latest applied one of its
+    key in its own table is late.
+
+    Example:
+        >>> from interlace import ForeignKeyJoin
+        >>> spec = ForeignKeyJoin(left_keys=["order_id"], foreign_key_columns=["product_id"],
+        ...                       right_keys=["product_id"], how="left",
+        ...                       event_time_column="ts", lateness_ms=60_000)
+        >>> (spec.horizon_ms, spec.watermark_delay_ms)
+        (0, 60000)
+
+    Args:
+        left_keys: Primary key columns of the left table (non-empty): the output's key.
+        foreign_key_columns: Columns of the left table that refer to the right table's key.
+        right_keys: Key columns of the right table, as many as ``foreign_key_columns``,
+            compared pairwise with them.
+        how: See :data:`ForeignKeyHow`.
+        event_time_column: Event-time (valid-from) column of both tables.
+        left_event_time_column: Overrides ``event_time_column`` for the left table.
+        right_event_time_column: Overrides ``event_time_column`` for the right table.
+        lateness_ms: How far behind the maximum event time seen an update may arrive.
+        emit: See :data:`~interlace.operators.common.tables.Emit`.
+        tombstone_column: Optional boolean column of both tables; true = delete (NULL is not
+            a delete). Without it, an update whose value columns are all NULL is a tombstone.
+        left_tombstone_column: Overrides ``tombstone_column`` for the left table.
+        right_tombstone_column: Overrides ``tombstone_column`` for the right table.
+        value_columns: The value columns of both tables (default: every column but the keys,
+            the event time and the tombstone column).
+        left_value_columns: Overrides ``value_columns`` for the left table.
+        right_value_columns: Overrides ``value_columns`` for the right table.
+        late_data: ``"drop"`` (counted) or ``"dlq"`` (dead letters); ``"reopen"`` is an error.
+        dlq_horizon_ms: Under ``dlq``: how far behind ``wm`` a late update may be and still
+            reach the operator to be dead-lettered (older ones are dropped by Spark).
+        left_prefix: Prefix of the left value columns in the output.
+        right_prefix: Prefix of the right value columns in the output.
+        key_groups: Number of key groups of the left primary key; every key group holds the
+            whole right table (each right update is replicated into all of them).
+    """
+
+    left_keys: Sequence[str]
+    foreign_key_columns: Sequence[str]
+    right_keys: Sequence[str]
+    how: ForeignKeyHow = "inner"
+    event_time_column: str | None = None
+    left_event_time_column: str | None = None
+    right_event_time_column: str | None = None
+    lateness_ms: int = 0
+    emit: Emit = "final"
+    tombstone_column: str | None = None
+    left_tombstone_column: str | None = None
+    right_tombstone_column: str | None = None
+    value_columns: Sequence[str] | None = None
+    left_value_columns: Sequence[str] | None = None
+    right_value_columns: Sequence[str] | None = None
+    late_data: TableLateData = "drop"
+    dlq_horizon_ms: int = DEFAULT_DLQ_HORIZON_MS
+    left_prefix: str = "left_"
+    right_prefix: str = "right_"
+    key_groups: int = DEFAULT_JOIN_KEY_GROUPS
+
+    def __post_init__(self) -> None:
+        setattr_ = object.__setattr__
+        for field in ("left_keys", "foreign_key_columns", "right_keys"):
+            names = as_name_tuple(field, getattr(self, field))
+            assert names is not None
+            if not names:
+                msg = (
+                    f"`{field}` must be non-empty (got {field}=[]); give the left table's "
+                    "primary key, the left columns holding the foreign key and the right "
+                    "table's key"
+                )
+                raise ConfigError(msg)
+            setattr_(self, field, names)
+        if len(self.foreign_key_columns) != len(self.right_keys):
+            msg = (
+                f"`foreign_key_columns` and `right_keys` must have equal length (got "
+                f"{list(self.foreign_key_columns)} and {list(self.right_keys)}); they are "
+                "compared pairwise"
+            )
+            raise ConfigError(msg)
+        check_literal("how", self.how, ForeignKeyHow)
+        self._check_table_fields("the foreign-key join")
+        et = self.side_event_time_column("left")
+        tombstone = self.side_tombstone_column("left")
+        clash = [c for c in self.foreign_key_columns if c in (et, tombstone)]
+        if clash:
+            msg = (
+                f"`foreign_key_columns` {clash} name the left table's event-time or tombstone "
+                f"column (got foreign_key_columns={list(self.foreign_key_columns)}); name the "
+                "columns holding the right table's key"
+            )
+            raise ConfigError(msg)
+
+    def state_fingerprint(self, left_columns: Sequence[str], right_columns: Sequence[str]) -> str:
+        """Fingerprint of the fields that give the stored versions their meaning.
+
+        ``lateness_ms``, ``late_data`` and the prefixes are not in it: changing them keeps
+        every stored version meaningful.
+        """
+        return blob.fingerprint(
+            {
+                "operator": "foreign_key",
+                "left_keys": list(self.left_keys),
+                "foreign_key_columns": list(self.foreign_key_columns),
+                "right_keys": list(self.right_keys),
+                "how": self.how,
+                "emit": self.emit,
+                "tombstone": [self.side_tombstone_column(s) for s in ("left", "right")],
+                "values": [self.side_value_columns(s) for s in ("left", "right")],
+                "key_groups": self.key_groups,
+                "key_group_ids": KEY_GROUP_ID_SCHEME,
+                "left_columns": list(left_columns),
+                "right_columns": list(right_columns),
+            }
+        )
