@@ -4,7 +4,8 @@
 * ``interlace validate PIPELINE.toml`` — check a pipeline file, no Spark started.
 * ``interlace demo [--workdir DIR] [--master URL]`` — the README's main job on Spark (local by
   default) into DuckDB.
-* ``interlace explain LOG.json --time-window-ms 15000 ...`` — a seed-003-style join table.
+* ``interlace explain LOG.json --time-window-ms 15000 ...`` — a seed-003-style join table
+  (``--operator window`` / ``stream_table`` for the other operators).
 * ``interlace version``.
 
 A failure prints a short message naming the problem and the fix; ``--verbose`` (before or after
@@ -56,19 +57,28 @@ def _parser() -> argparse.ArgumentParser:
     ex = sub.add_parser(
         "explain",
         help="print an operator's output per event of a small JSON log",
-        description="Replay a small JSON event log through the real join or window operator "
-        "function (no Spark) and print, per micro-batch, the rows it emits. See docs/explain.md.",
+        description="Replay a small JSON event log through the real join, window or "
+        "stream-table operator function (no Spark) and print, per micro-batch, the rows it "
+        "emits. See docs/explain.md.",
         epilog="""log format (JSON):
   {"events": [EVENT, ...]}: each event is its own micro-batch, in ts order (stable; with
   --arrival file, as written), then Spark's trailing no-data batch if the watermark moved.
     ts     required: seconds after 2026-01-01T00:00:00 UTC, or an ISO-8601 timestamp
-    side   "left" or "right": required by --operator join, refused by --operator window
+    side   "left" or "right": required by --operator join and stream_table (left: the
+           stream, right: the table, where a null value is a tombstone), refused by window
     ...    any other field is a column (--key/--value, --group-by/--agg)
 
 join example (join.json):
   {"events": [{"side": "left", "ts": 3, "key": "k", "value": "A"},
               {"side": "right", "ts": 4, "key": "k", "value": "a"}]}
   interlace explain join.json --time-window-ms 15000 --how inner,left,full
+
+stream-table example (st.json; the table's null value at ts 4 is a tombstone):
+  {"events": [{"side": "right", "ts": 2, "key": "k", "value": "gold"},
+              {"side": "left", "ts": 3, "key": "k", "value": "o1"},
+              {"side": "right", "ts": 4, "key": "k", "value": null},
+              {"side": "left", "ts": 5, "key": "k", "value": "o2"}]}
+  interlace explain st.json --operator stream_table --emit eager
 
 window example (win.json; the event at ts 4 is written, so arrives, last: revision 1):
   {"events": [{"ts": 3, "key": "k1", "value": 5}, {"ts": 12, "key": "k1", "value": 2},
@@ -81,7 +91,7 @@ window example (win.json; the event at ts 4 is written, so arrives, last: revisi
     ex.add_argument(
         "--operator",
         default="join",
-        choices=["join", "window"],
+        choices=["join", "window", "stream_table"],
         help="the operator to replay the log through (default: join)",
     )
     ex.add_argument(
@@ -91,14 +101,15 @@ window example (win.json; the event at ts 4 is written, so arrives, last: revisi
         help="the order events arrive in: ts (sorted by ts, stable; default) or file (as "
         "written, so an event written after later ones arrives late)",
     )
-    jo = ex.add_argument_group("join options (--operator join)")
+    jo = ex.add_argument_group("join options (--operator join; key, value, how: stream_table too)")
     jo.add_argument("--key", default=None, help="the join key field, both sides (default: key)")
     jo.add_argument("--value", default=None, help="the field shown in the table (default: value)")
     jo.add_argument(
         "--how",
         default=None,
         help="join types, one column each, comma-separated from inner,left,right,full,"
-        "left_semi,left_anti (default: inner,left,full)",
+        "left_semi,left_anti (default: inner,left,full); stream_table: inner,left (default: "
+        "both)",
     )
     jo.add_argument(
         "--time-window-ms",
@@ -137,7 +148,23 @@ window example (win.json; the event at ts 4 is written, so arrives, last: revisi
         "sum, min, max, avg, first, last, count_distinct, e.g. count,sum:value,avg:value=mean "
         "(default: count)",
     )
-    late = ex.add_argument_group("late data (both operators)")
+    so = ex.add_argument_group("stream-table options (--operator stream_table)")
+    so.add_argument(
+        "--emit",
+        default=None,
+        choices=["final", "eager"],
+        help="final: a stream row waits until the watermark passes it (default); eager: it "
+        "joins the table versions received so far",
+    )
+    so.add_argument(
+        "--history-retention-ms",
+        type=int,
+        default=None,
+        help="how long table versions are kept behind the watermark (default: --lateness-ms)",
+    )
+    late = ex.add_argument_group(
+        "late data (every operator; --allowed-lateness-ms and reopen: not stream_table)"
+    )
     late.add_argument(
         "--lateness-ms",
         type=int,

@@ -6,15 +6,18 @@ The log is JSON, an object with an ``events`` list (docs/explain.md)::
     {"events": [{"ts": 3, "key": "k1", "value": 5}, ...]}                     # window
 
 ``ts`` is seconds after 2026-01-01T00:00:00 UTC, or an ISO-8601 timestamp; a join event has a
-``side`` (``"left"`` or ``"right"``), a window event has none; any other fields become
-columns. Each event is its own micro-batch, in ``ts`` order (stable; ``arrival="file"`` keeps
-the file's order, so an event written after later ones arrives late), then Spark's trailing
-no-data batch if the watermark moved. The table shows, per micro-batch, the rows the operator
-emits in it, computed by the real operator function
-(:func:`interlace.testing.local.run_join_locally`, ``run_window_locally``), not by a model.
+``side`` (``"left"`` or ``"right"``; for the stream-table join ``"left"`` is the stream and
+``"right"`` the table's changelog, where a null ``value`` is a tombstone), a window event has
+none; any other fields become columns. Each event is its own micro-batch, in ``ts`` order
+(stable; ``arrival="file"`` keeps the file's order, so an event written after later ones
+arrives late), then Spark's trailing no-data batch if the watermark moved. The table shows,
+per micro-batch, the rows the operator emits in it, computed by the real operator function
+(:func:`interlace.testing.local.run_join_locally`, ``run_window_locally``,
+``run_stream_table_locally``), not by a model.
 
 An operator plugs in with an entry in :data:`OPERATORS`: whether its events carry a
-``side``, the options it takes, and a function ``(events, **options) -> str``.
+``side``, the options it takes (and the late-data ones), and a function
+``(events, **options) -> str``.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ __all__ = [
     "Operator",
     "explain_join",
     "explain_log",
+    "explain_stream_table",
     "explain_window",
     "load_events",
     "parse_aggregation",
@@ -140,7 +144,7 @@ def explain_log(path: str | Path, operator: str = "join", arrival: str = "ts", *
         The table.
     """
     events = load_events(path, operator, arrival)
-    stray = sorted(set(kw) - set(OPERATORS[operator].options) - set(_LATE))
+    stray = sorted(set(kw) - set(OPERATORS[operator].options) - set(OPERATORS[operator].late))
     if stray:
         msg = f"--{stray[0].replace('_', '-')} does not apply to --operator {operator}"
         raise ValueError(msg)
@@ -261,6 +265,75 @@ def explain_join(
     return _render(["ts", "left", "right", *hows], rows)
 
 
+def explain_stream_table(
+    events: Sequence[dict[str, Any]],
+    *,
+    key: str = "key",
+    value: str = "value",
+    hows: Sequence[str] = ("inner", "left"),
+    **spec_kwargs: Any,
+) -> str:
+    """Return seed 003's KStream-KTable table for ``events`` (see the module docstring).
+
+    ``left`` events are the stream, ``right`` events the table's changelog: a ``right`` event
+    is a version of its ``key`` valid from its ``ts``, a tombstone when its ``value`` is null
+    (or missing), the table's only value column being ``value``.
+
+    Args:
+        events: From :func:`load_events` with ``operator="stream_table"``.
+        key: The key field (both sides).
+        value: The field shown in the table, and the table's value column.
+        hows: ``inner`` and / or ``left``, one column each.
+        **spec_kwargs: :class:`~interlace.StreamTableJoin` fields (``emit``,
+            ``history_retention_ms``, ``lateness_ms``, ``late_data``, ``dlq_horizon_ms``).
+
+    Returns:
+        One row per micro-batch: ``ts``, the event's value under its side (``null`` for a
+        null value), then per ``how`` the rows emitted, ``stream - table`` (``null`` for an
+        absent key; under dlq, ``dead letter: left`` or ``right``).
+    """
+    from interlace.operators.stream_table import StreamTableJoin
+    from interlace.testing.local import run_stream_table_locally
+    from interlace.testing.log import JoinBatch
+
+    schema, row = _schema(events, [key, value])
+    log = [
+        JoinBatch(left=(row(e),)) if e["side"] == "left" else JoinBatch(right=(row(e),))
+        for e in events
+    ]
+    per_how: dict[str, dict[int, list[dict[str, Any]]]] = {}
+    n_batches = len(log)
+    for how in hows:
+        spec = StreamTableJoin(
+            left_keys=[key],
+            right_keys=[key],
+            how=how,  # type: ignore[arg-type]
+            event_time_column="ts",
+            value_columns=[value],
+            key_groups=1,
+            **spec_kwargs,
+        )
+        run = run_stream_table_locally(spec, log, schema, schema)
+        n_batches = max(n_batches, len(run.watermarks_ms))
+        per_how[how] = _by_batch(run.rows)
+
+    def text(v: Any) -> str:
+        return "null" if v is None else str(v)
+
+    def pair(r: dict[str, Any]) -> str:
+        if r.get("_dead_letter"):
+            return "dead letter: " + json.loads(r["_dead_letter"])["side"]
+        return f"{text(r.get(f'left_{value}'))} - {text(r.get(f'right_{value}'))}"
+
+    rows = []
+    for b in range(n_batches):
+        e = events[b] if b < len(events) else {}
+        sides = [text(e.get(value)) if e.get("side") == s else "" for s in ("left", "right")]
+        cells = ["  ".join(sorted(pair(r) for r in per_how[h].get(b, []))) for h in hows]
+        rows.append([_ts_cell(events, b), *sides, *cells])
+    return _render(["ts", "left", "right", *hows], rows)
+
+
 def parse_aggregation(text: str) -> Any:
     """Parse ``AGG[:COLUMN][=ALIAS]`` (``count``, ``sum:value``, ``avg:value=mean``).
 
@@ -377,6 +450,11 @@ def _join_cli(events: Sequence[dict[str, Any]], *, how: str = "", **kwargs: Any)
     return explain_join(events, **({"hows": _split(how)} if how else {}), **kwargs)
 
 
+def _stream_table_cli(events: Sequence[dict[str, Any]], *, how: str = "", **kwargs: Any) -> str:
+    """:func:`explain_stream_table` with the CLI's options (``how`` comma-separated)."""
+    return explain_stream_table(events, **({"hows": _split(how)} if how else {}), **kwargs)
+
+
 def _window_cli(
     events: Sequence[dict[str, Any]], *, group_by: str = "key", agg: str = "count", **kwargs: Any
 ) -> str:
@@ -396,11 +474,13 @@ class Operator:
         sided: Whether each event names its input with ``side`` (``"left"`` / ``"right"``).
         options: CLI options (argparse ``dest``) it takes besides the late-data ones.
         explain: ``(events, **options) -> table``.
+        late: The late-data options it takes.
     """
 
     sided: bool
     options: tuple[str, ...]
     explain: Callable[..., str]
+    late: tuple[str, ...] = _LATE
 
 
 OPERATORS: dict[str, Operator] = {
@@ -409,6 +489,12 @@ OPERATORS: dict[str, Operator] = {
     ),
     "window": Operator(
         False, ("kind", "duration_ms", "hop_ms", "gap_ms", "group_by", "agg"), _window_cli
+    ),
+    "stream_table": Operator(
+        True,
+        ("key", "value", "how", "emit", "history_retention_ms"),
+        _stream_table_cli,
+        late=("lateness_ms", "late_data", "dlq_horizon_ms"),  # no reopen, no allowance
     ),
 }
 """The operators ``interlace explain --operator`` knows, by name."""
