@@ -145,19 +145,25 @@ def generate(w: Workload, rows: int, batches: int, seed: int) -> Data:
 
 def write_inputs(data: Data, root: Path) -> None:
     """One Parquet file per side per batch, mtimes in batch order (as replay.write_parquet_rows)."""
-    base_mtime = 1_700_000_000.0
     for side, batches in (("left", data.left), ("right", data.right)):
-        d = root / side
-        d.mkdir(parents=True, exist_ok=True)
-        for i, (k, t, v) in enumerate(batches):
-            table = pa.Table.from_arrays(
+        write_batches(root / side, [
+            pa.Table.from_arrays(
                 [pa.array(k), pa.array(t).cast(pa.timestamp("us", tz="UTC")), pa.array(v)],
                 schema=ARROW_SCHEMA)
-            path = d / f"{i:06d}.parquet"
-            tmp = path.with_suffix(".tmp")
-            pq.write_table(table, tmp)
-            os.replace(tmp, path)
-            os.utime(path, (base_mtime + i, base_mtime + i))
+            for k, t, v in batches])
+
+
+def write_batches(d: Path, tables: list[pa.Table]) -> None:
+    """Write ``tables[i]`` to ``d/<i>.parquet`` with mtimes in order, so a file source with
+    ``maxFilesPerTrigger=1`` reads file ``i`` in micro-batch ``i`` (also bench/table_bench.py)."""
+    base_mtime = 1_700_000_000.0
+    d.mkdir(parents=True, exist_ok=True)
+    for i, table in enumerate(tables):
+        path = d / f"{i:06d}.parquet"
+        tmp = path.with_suffix(".tmp")
+        pq.write_table(table, tmp)
+        os.replace(tmp, path)
+        os.utime(path, (base_mtime + i, base_mtime + i))
 
 
 def oracle(data: Data) -> dict[str, int]:
