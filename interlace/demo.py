@@ -1,4 +1,4 @@
-"""``interlace demo``: two pipelines on local Spark into one embedded DuckDB file.
+"""``interlace demo``: three pipelines on local Spark into one embedded DuckDB file.
 
 1. **orders ⋈ payments** — a ``left`` join, payment within 10 minutes after the order, so
    unpaid orders surface once their window has passed; ``late_data="dlq"``: late payments are
@@ -7,9 +7,13 @@
    approximate number of distinct pages, ``late_data="reopen"``: a late click re-emits its
    window with corrected counts (``revision`` + 1) and DuckDB upserts on
    ``(window_start, window_end, user)``.
+3. **orders enriched with the customer's tier** — a ``left`` stream-table join of the same
+   orders with a changelog of customer tiers, as of each order's time: customers change
+   tier (some changes arrive a micro-batch late), two customers appear mid-stream, and one
+   is deleted (a tombstone, ``deleted = true``); its later orders have no tier.
 
 The data is generated deterministically (seeded) with out-of-order and late events, one
-Parquet file per input per micro-batch. Both pipelines are built with the Python facade
+Parquet file per input per micro-batch. The pipelines are built with the Python facade
 (:class:`~interlace.pipeline.Pipeline`, the same objects a TOML file gives) and run by
 :func:`~interlace.runner.run_pipeline`, exactly-once into DuckDB.
 """
@@ -29,7 +33,9 @@ from typing import Any
 __all__ = [
     "DemoResult",
     "demo_pipelines",
+    "demo_tiers_pipeline",
     "generate_clicks",
+    "generate_customer_tiers",
     "generate_orders_payments",
     "run_demo",
 ]
@@ -38,6 +44,13 @@ BASE = dt.datetime(2026, 3, 2, 9, 0, 0)
 ORDERS_DDL = "order_id BIGINT, customer STRING, amount DOUBLE, order_ts TIMESTAMP"
 PAYMENTS_DDL = "payment_id STRING, order_id BIGINT, paid DOUBLE, pay_ts TIMESTAMP"
 CLICKS_DDL = "user STRING, page STRING, click_ts TIMESTAMP"
+CUSTOMERS_DDL = "customer STRING, tier STRING, deleted BOOLEAN, updated_ts TIMESTAMP"
+TIERS = ("bronze", "silver", "gold")
+#: The customer the changelog deletes (a tombstone) in micro-batch 3, at 09:17:12.
+DELETED_CUSTOMER = "c07"
+DELETED_AT = BASE + dt.timedelta(minutes=17, seconds=12)
+#: Customers whose first version arrives mid-stream (micro-batch 2): no tier before it.
+NEW_CUSTOMERS = ("c58", "c59")
 
 
 def generate_orders_payments(
@@ -105,6 +118,51 @@ def generate_clicks(
                 )
         rnd.shuffle(batches[b])
     batches[-1].append({"user": "-", "page": "-", "click_ts": BASE + dt.timedelta(hours=1)})
+    return batches
+
+
+def generate_customer_tiers(
+    n_batches: int = 6, changes_per_batch: int = 8, seed: int = 13
+) -> list[list[dict[str, Any]]]:
+    """Per-batch changelog of the tiers of the orders' 60 customers (``CUSTOMERS_DDL``).
+
+    Batch 0 holds every customer's first version (valid from a month before the orders) but
+    :data:`NEW_CUSTOMERS`', whose first version arrives in batch 2 at 09:11. Each batch then
+    changes the tier of a few customers at a time inside its five minutes; a change in the last
+    90 seconds of them arrives one batch later half the time (still within ``lateness_ms``).
+    Batch 3 deletes :data:`DELETED_CUSTOMER` (``deleted = true``) at :data:`DELETED_AT`; the
+    last batch holds a sentinel customer ``"-"`` three hours ahead, so that the watermark
+    passes every order. Rows are shuffled within a batch.
+    """
+    rnd = random.Random(seed)
+    batches: list[list[dict[str, Any]]] = [[] for _ in range(n_batches + 1)]
+
+    def version(
+        customer: str, tier: str | None, ts: dt.datetime, deleted: bool = False
+    ) -> dict[str, Any]:
+        return {"customer": customer, "tier": tier, "deleted": deleted, "updated_ts": ts}
+
+    since = BASE - dt.timedelta(days=30)
+    regulars = [f"c{c:02d}" for c in range(60) if f"c{c:02d}" not in NEW_CUSTOMERS]
+    for i, customer in enumerate(regulars):
+        batches[0].append(version(customer, rnd.choice(TIERS), since + dt.timedelta(minutes=i)))
+    for b in range(n_batches):
+        start = BASE + dt.timedelta(minutes=5 * b)
+        for _ in range(changes_per_batch):
+            customer = rnd.choice(regulars)
+            offset = rnd.randrange(300)
+            if customer == DELETED_CUSTOMER and start + dt.timedelta(seconds=offset) >= DELETED_AT:
+                continue  # deleted for good
+            target = b + (1 if offset >= 210 and rnd.random() < 0.5 else 0)
+            batches[target].append(
+                version(customer, rnd.choice(TIERS), start + dt.timedelta(seconds=offset))
+            )
+    for i, customer in enumerate(NEW_CUSTOMERS):
+        batches[2].append(version(customer, TIERS[i], BASE + dt.timedelta(minutes=11, seconds=i)))
+    batches[3].append(version(DELETED_CUSTOMER, None, DELETED_AT, deleted=True))
+    for rows in batches:
+        rnd.shuffle(rows)
+    batches[-1].append(version("-", "-", BASE + dt.timedelta(hours=3)))
     return batches
 
 
@@ -206,6 +264,53 @@ def demo_pipelines(root: Path) -> tuple[Any, Any]:
     return join, window
 
 
+def demo_tiers_pipeline(root: Path) -> Any:
+    """The third demo pipeline: orders LEFT JOIN the customers' tiers as of the order time.
+
+    It reads the orders of :func:`demo_pipelines` and the tier changelog of
+    :func:`generate_customer_tiers`, and writes ``orders_tiers`` into ``root / "demo.duckdb"``
+    (one row per order, appended exactly once per micro-batch).
+    """
+    from interlace.operators.stream_table import StreamTableJoin
+    from interlace.pipeline import Pipeline, Source, SparkSettings, Target
+
+    return Pipeline(
+        name="orders-tiers",
+        sources=(
+            Source(
+                name="orders",
+                format="parquet",
+                path=str(root / "data/orders"),
+                schema=ORDERS_DDL,
+                event_time_column="order_ts",
+            ),
+            Source(
+                name="customers",
+                format="parquet",
+                path=str(root / "data/customers"),
+                schema=CUSTOMERS_DDL,
+                event_time_column="updated_ts",
+            ),
+        ),
+        join=StreamTableJoin(
+            left_keys=["customer"],
+            right_keys=["customer"],
+            how="left",  # every order, with a NULL tier when the customer has none
+            left_event_time_column="order_ts",
+            right_event_time_column="updated_ts",
+            lateness_ms=120_000,
+            tombstone_column="deleted",
+            left_prefix="",
+            right_prefix="",
+            key_groups=8,
+        ),
+        left_source="orders",
+        right_source="customers",
+        target=Target(kind="duckdb", path=str(root / "demo.duckdb"), table="orders_tiers"),
+        spark=SparkSettings(checkpoint=str(root / "checkpoints/orders-tiers")),
+    )
+
+
 @dataclass
 class DemoResult:
     """What the demo wrote.
@@ -222,6 +327,10 @@ class DemoResult:
         late_clicks_removed_by_spark: Of those, the ones Spark removed
             (``numRowsDroppedByWatermark``).
         seconds: Wall time of the whole demo.
+        tiered_orders: Rows in ``orders_tiers`` per tier as of the order time (``None``: the
+            customer had no tier then: not yet a customer, or deleted).
+        deleted_customer_orders: :data:`DELETED_CUSTOMER`'s orders before and after its
+            deletion.
     """
 
     duckdb_path: Path
@@ -233,6 +342,8 @@ class DemoResult:
     late_clicks_dropped: int
     late_clicks_removed_by_spark: int
     seconds: float
+    tiered_orders: dict[str | None, int]
+    deleted_customer_orders: tuple[int, int]
 
 
 def run_demo(
@@ -272,17 +383,19 @@ def _run_demo(
     _write(root / "data/orders", orders, ORDERS_DDL, spark)
     _write(root / "data/payments", payments, PAYMENTS_DDL, spark)
     _write(root / "data/clicks", generate_clicks(), CLICKS_DDL, spark)
+    _write(root / "data/customers", generate_customer_tiers(), CUSTOMERS_DDL, spark)
     join, window = demo_pipelines(root)
     log = None if quiet else sys.stderr
     run_pipeline(join, base=root, spark=spark, progress=log)
     w = run_pipeline(window, base=root, spark=spark, progress=log)
+    run_pipeline(demo_tiers_pipeline(root), base=root, spark=spark, progress=log)
     # Clicks Spark's pre-filter removed (t <= the previous batch's W) never reach the operator,
     # so its late_dropped counter misses them; the run counts them from the query progress.
     removed_by_spark = w.spark_dropped
 
     con = duckdb.connect(str(root / "demo.duckdb"), read_only=True)
     try:
-        q = lambda sql: con.execute(sql).fetchall()  # noqa: E731
+        q = lambda sql, params=None: con.execute(sql, params).fetchall()  # noqa: E731
         paid = q(
             "SELECT count(*) FROM orders_payments WHERE payment_id IS NOT NULL AND order_id > 0"
         )[0][0]
@@ -303,18 +416,26 @@ def _run_demo(
             "window_start, user LIMIT 3"
         )
         letter = q("SELECT dead_letter FROM late_payments LIMIT 1")
+        tiers = dict(q("SELECT tier, count(*) FROM orders_tiers WHERE order_id > 0 GROUP BY 1"))
+        deleted = q(
+            "SELECT count(*) FILTER (WHERE order_ts < ?), count(*) FILTER (WHERE order_ts >= ?) "
+            "FROM orders_tiers WHERE customer = ?",
+            [DELETED_AT, DELETED_AT, DELETED_CUSTOMER],
+        )[0]
     finally:
         con.close()
     result = DemoResult(
-        root / "demo.duckdb",
-        paid,
-        unpaid,
-        late,
-        windows,
-        reopened,
-        w.counters.get("late_dropped", 0) + removed_by_spark,
-        removed_by_spark,
-        time.time() - started,
+        duckdb_path=root / "demo.duckdb",
+        paid=paid,
+        unpaid=unpaid,
+        late_payments=late,
+        click_windows=windows,
+        reopened_windows=reopened,
+        late_clicks_dropped=w.counters.get("late_dropped", 0) + removed_by_spark,
+        late_clicks_removed_by_spark=removed_by_spark,
+        seconds=time.time() - started,
+        tiered_orders=tiers,
+        deleted_customer_orders=(deleted[0], deleted[1]),
     )
     if not quiet:
         print("interlace demo (local Spark -> DuckDB)")
@@ -333,10 +454,24 @@ def _run_demo(
         )
         for start, user, clicks, pages, rev in busiest:
             print(f"    {start} {user}: {clicks} clicks on ~{pages} pages (revision {rev})")
+        print(
+            f"  orders with the customer's tier as of the order time (stream-table, left): "
+            f"{sum(tiers.values())} orders, {tiers.get(None, 0)} without a tier"
+        )
+        print(
+            "    "
+            + ", ".join(f"{t} {tiers.get(t, 0)}" for t in reversed(TIERS))
+            + f", none {tiers.get(None, 0)}"
+        )
+        print(
+            f"    {DELETED_CUSTOMER}, deleted at {DELETED_AT:%H:%M:%S}: "
+            f"{result.deleted_customer_orders[0]} orders with a tier before, "
+            f"{result.deleted_customer_orders[1]} without one after"
+        )
         if keep:
             print(
                 f"  DuckDB file: {result.duckdb_path} (tables orders_payments, late_payments, "
-                "clicks_per_minute)"
+                "clicks_per_minute, orders_tiers)"
             )
         else:
             print(

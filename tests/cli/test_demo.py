@@ -1,11 +1,12 @@
 """``interlace demo`` end to end: what it writes to DuckDB is what the oracles compute.
 
 The demo runs once per module, in-process on the session-scoped ``spark`` fixture (no second
-JVM), with its stdout and stderr captured. The tests then read the three DuckDB tables and
-compare them with the join and window oracles fed the same generated data
-(:func:`interlace.demo.generate_orders_payments`, :func:`interlace.demo.generate_clicks`):
-the demo writes one Parquet file per input per micro-batch and reads them one per trigger, so
-batch ``b`` of each oracle log is file ``b``.
+JVM), with its stdout and stderr captured. The tests then read the four DuckDB tables and
+compare them with the join, window and stream-table oracles fed the same generated data
+(:func:`interlace.demo.generate_orders_payments`, :func:`interlace.demo.generate_clicks`,
+:func:`interlace.demo.generate_customer_tiers`): the demo writes one Parquet file per input
+per micro-batch and reads them one per trigger, so batch ``b`` of each oracle log is file
+``b``.
 """
 
 from __future__ import annotations
@@ -19,21 +20,28 @@ from cli_support import read_table, rows_of
 
 from interlace.demo import (
     CLICKS_DDL,
+    CUSTOMERS_DDL,
+    DELETED_AT,
+    DELETED_CUSTOMER,
+    NEW_CUSTOMERS,
     ORDERS_DDL,
     PAYMENTS_DDL,
     demo_pipelines,
+    demo_tiers_pipeline,
     generate_clicks,
+    generate_customer_tiers,
     generate_orders_payments,
     run_demo,
 )
 from interlace.pipeline import parse_ddl
 from interlace.testing.log import JoinBatch
 from interlace.testing.oracle import DEAD_LETTER_COLUMN, canonical_rows, oracle_join
+from interlace.testing.oracles import oracle_stream_table_join
 from interlace.testing.window_oracle import WindowBatch, oracle_window
 
 pytestmark = pytest.mark.spark
 
-TABLES = ("orders_payments", "late_payments", "clicks_per_minute")
+TABLES = ("orders_payments", "late_payments", "clicks_per_minute", "orders_tiers")
 
 
 def names(ddl):
@@ -66,6 +74,20 @@ def window_oracle(demo):
     _, window = demo_pipelines(workdir)
     log = [WindowBatch(rows=b) for b in generate_clicks()]
     return oracle_window(window.window, log, columns=names(CLICKS_DDL))
+
+
+def tiers_log():
+    orders, _ = generate_orders_payments()
+    return [JoinBatch(left=o, right=c)
+            for o, c in zip(orders, generate_customer_tiers(), strict=True)]
+
+
+@pytest.fixture(scope="module")
+def tiers_oracle(demo):
+    _, workdir, _, _ = demo
+    spec = demo_tiers_pipeline(workdir).join
+    return oracle_stream_table_join(spec, tiers_log(), left_columns=names(ORDERS_DDL),
+                                    right_columns=names(CUSTOMERS_DDL))
 
 
 def last_revisions(oracle_rows):
@@ -131,6 +153,51 @@ def test_demo_clicks_per_minute_table_keeps_the_oracles_last_revision(demo, wind
     assert result.late_clicks_dropped == window_oracle.late_dropped + window_oracle.spark_dropped
 
 
+def test_demo_orders_tiers_table_equals_the_stream_table_oracle(demo, tiers_oracle):
+    result, workdir, _, _ = demo
+    got = rows_of(read_table(result.duckdb_path, "orders_tiers"))
+    want = [o.row for o in tiers_oracle.rows]
+    assert list(got[0]) == ["order_id", "customer", "amount", "order_ts", "tier",
+                            "right_valid_from"]
+    assert Counter(canonical_rows(got)) == Counter(canonical_rows(want))
+    # Every real order, once; the sentinel order (three hours ahead) is still held at the end.
+    orders, _ = generate_orders_payments()
+    real = sorted(r["order_id"] for batch in orders for r in batch if r["order_id"] > 0)
+    assert sorted(r["order_id"] for r in got) == real
+    assert sum(result.tiered_orders.values()) == len(real)
+    assert result.tiered_orders == Counter(r["tier"] for r in want)
+    # What the demo shows happened: the deleted customer's later orders have no tier, the new
+    # customers' orders before their first version neither, and a tier as of the order time
+    # is not the customer's last one.
+    mine = [r for r in got if r["customer"] == DELETED_CUSTOMER]
+    before = [r for r in mine if r["order_ts"] < DELETED_AT]
+    after = [r for r in mine if r["order_ts"] >= DELETED_AT]
+    assert before and after and result.deleted_customer_orders == (len(before), len(after))
+    assert all(r["tier"] is not None for r in before) and all(r["tier"] is None for r in after)
+    for customer in NEW_CUSTOMERS:
+        tiers = [r["tier"] for r in sorted(got, key=lambda r: r["order_ts"])
+                 if r["customer"] == customer]
+        assert tiers[0] is None and tiers[-1] is not None, (customer, tiers)
+    last = {}
+    for r in sorted(got, key=lambda r: r["order_ts"]):
+        last[r["customer"]] = r["tier"]
+    assert sum(1 for r in got if r["tier"] != last[r["customer"]]) > 100
+
+
+def test_some_orders_get_a_tier_change_that_arrived_after_them(demo, tiers_oracle):
+    """The demo's tier changes delivered a micro-batch late matter: ``emit="eager"`` (the
+    versions received so far) would give those orders their customer's previous tier."""
+    _, workdir, _, _ = demo
+    spec = demo_tiers_pipeline(workdir).join
+    eager = oracle_stream_table_join(spec, tiers_log(), emit="eager",
+                                     left_columns=names(ORDERS_DDL),
+                                     right_columns=names(CUSTOMERS_DDL))
+    final = {o.row["order_id"]: o.row["tier"] for o in tiers_oracle.rows}
+    joined = [o.row for o in eager.rows if o.row["order_id"] > 0]  # eager joins the sentinel
+    changed = [r for r in joined if r["tier"] != final[r["order_id"]]]
+    assert changed and len(joined) == len(final)
+
+
 def test_demo_prints_a_summary_naming_the_duckdb_file_and_tables(demo):
     result, workdir, stdout, stderr = demo
     assert result.duckdb_path == workdir.resolve() / "demo.duckdb"
@@ -138,7 +205,15 @@ def test_demo_prints_a_summary_naming_the_duckdb_file_and_tables(demo):
     lines = stdout.splitlines()
     assert lines[0] == "interlace demo (local Spark -> DuckDB)"
     assert (f"  DuckDB file: {result.duckdb_path} (tables orders_payments, late_payments, "
-            "clicks_per_minute)") in lines
+            "clicks_per_minute, orders_tiers)") in lines
+    tiers = result.tiered_orders
+    assert ("  orders with the customer's tier as of the order time (stream-table, left): "
+            f"{sum(tiers.values())} orders, {tiers[None]} without a tier") in lines
+    assert (f"    gold {tiers['gold']}, silver {tiers['silver']}, bronze {tiers['bronze']}, "
+            f"none {tiers[None]}") in lines
+    assert (f"    {DELETED_CUSTOMER}, deleted at {DELETED_AT:%H:%M:%S}: "
+            f"{result.deleted_customer_orders[0]} orders with a tier before, "
+            f"{result.deleted_customer_orders[1]} without one after") in lines
     assert (f"  orders LEFT JOIN payments within 10 min: {result.paid} paid, {result.unpaid} "
             f"unpaid, {result.late_payments} late payments dead-lettered") in lines
     assert (f"  clicks per user per minute (reopen): {result.click_windows} windows, "
@@ -149,6 +224,6 @@ def test_demo_prints_a_summary_naming_the_duckdb_file_and_tables(demo):
     assert any(line.startswith("    a dead letter: {") for line in lines)
     assert lines[-1].startswith("  took ") and lines[-1].endswith(" s")
     # Progress went to stderr, one plain line per batch (not a terminal), for both pipelines.
-    for name in ("orders-payments", "clicks-per-minute"):
+    for name in ("orders-payments", "clicks-per-minute", "orders-tiers"):
         assert f"[{name}] batch 0: in " in stderr and f"[{name}] done: " in stderr
     assert "\r" not in stderr
