@@ -180,7 +180,7 @@ def two_sided_input(
                 else F.sequence(F.lit(0), F.lit(key_groups - 1))
             )
             own = F.expr(key_group_sql(kg_inputs, key_groups)).cast("int")
-            head += [F.explode(every).cast("int").alias(KEY_GROUP_COLUMN), *times,
+            head += [F.explode(every).alias(KEY_GROUP_COLUMN), *times,
                      own.alias(HOME_COLUMN)]
         else:
             head += [kg, *times, F.lit(True).alias(HOME_COLUMN)]

@@ -15,9 +15,6 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-
-import interlace.testing.seed003_tables as seed
-from interlace import ConfigError, ForeignKeyJoin
 from interlace.operators.common.prepare import HOME_COLUMN, SIDE_COLUMN
 from interlace.operators.foreign_key import ForeignKeyJoinPlan, step
 from interlace.state import StateVersionError
@@ -27,6 +24,9 @@ from interlace.state.foreign_key import (
     decode_foreign_key_state,
     encode_foreign_key_state,
 )
+
+import interlace.testing.seed003_tables as seed
+from interlace import ConfigError, ForeignKeyJoin
 from interlace.testing.local import run_foreign_key_join_locally
 from interlace.testing.log import JoinBatch, to_us
 from interlace.testing.oracle import canonical_rows
@@ -356,7 +356,7 @@ def random_log(rnd: random.Random, n_batches: int = 6, tombstones: bool = False
                ) -> list[JoinBatch]:
     log = []
     for b in range(n_batches):
-        def jitter() -> float:
+        def jitter(b: int = b) -> float:
             return 100 + b * 3 + rnd.randint(-6, 4)
 
         def flag() -> dict[str, Any]:
