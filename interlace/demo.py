@@ -416,7 +416,9 @@ def _run_demo(
             "window_start, user LIMIT 3"
         )
         letter = q("SELECT dead_letter FROM late_payments LIMIT 1")
-        tiers = dict(q("SELECT tier, count(*) FROM orders_tiers WHERE order_id > 0 GROUP BY 1"))
+        tiers: dict[str | None, int] = dict(
+            q("SELECT tier, count(*) FROM orders_tiers WHERE order_id > 0 GROUP BY 1")
+        )
         deleted = q(
             "SELECT count(*) FILTER (WHERE order_ts < ?), count(*) FILTER (WHERE order_ts >= ?) "
             "FROM orders_tiers WHERE customer = ?",

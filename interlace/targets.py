@@ -269,8 +269,8 @@ class DuckDBTarget:
         if bad_ops:
             msg = f"changelog `{OP_COLUMN}` values {bad_ops} are not one of {list(CHANGELOG_OPS)}"
             raise ValueError(msg)
-        for what, cols in (("`version`", [VERSION_COLUMN]), (f"key {key}", key)):
-            if pdf[cols].isna().to_numpy().any():
+        for what, names in (("`version`", [VERSION_COLUMN]), (f"key {key}", key)):
+            if pdf[names].isna().to_numpy().any():
                 msg = f"a changelog row has a NULL {what}; every change needs its key and version"
                 raise ValueError(msg)
         # Per key, the batch's newest change (ties: the later row).
