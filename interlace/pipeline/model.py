@@ -225,7 +225,9 @@ class Target:
             replaced by ``_``; for ``[dead_letter]`` that plus ``_dead_letters``).
         key: DuckDB only: the natural key rows are upserted on. Windows under
             ``late_data="reopen"`` default to ``(window_start, window_end, *group_by)``, so
-            re-emitted windows replace their earlier rows; otherwise rows are appended.
+            re-emitted windows replace their earlier rows; a join whose output is a
+            changelog, to its key columns (applied by ``version``, docs/targets.md);
+            otherwise rows are appended.
         options: Writer options (strings).
 
     """
