@@ -63,6 +63,7 @@ class JoinKind:
         spec_type: The spec class the table's keys build.
         title: The operator in messages (``"stream-table join"``).
         side_labels: How messages name the left and the right input.
+        two_sources: Why the two inputs are two sources, for the error when they are one.
         column_fields: ``(side, field)``: the spec fields naming columns of that side's
             input (a list, or one name), checked against its source's schema in this order.
         boolean_fields: ``(side, field)``: the fields naming a column that must be BOOLEAN.
@@ -77,6 +78,7 @@ class JoinKind:
     spec_type: type[Any]
     title: str
     side_labels: tuple[str, str]
+    two_sources: str
     column_fields: tuple[tuple[str, str], ...]
     boolean_fields: tuple[tuple[str, str], ...]
     output_columns: OutputColumns
@@ -129,6 +131,7 @@ JOIN_KINDS: dict[str, JoinKind] = {
         spec_type=Join,
         title="stream-stream join",
         side_labels=("left", "right"),
+        two_sources="declare a stream twice, under two names, to join it with itself",
         column_fields=(
             ("left", "left_keys"),
             ("left", "output_left_columns"),
@@ -144,6 +147,7 @@ JOIN_KINDS: dict[str, JoinKind] = {
         spec_type=StreamTableJoin,
         title="stream-table join",
         side_labels=("stream (left)", "table (right)"),
+        two_sources="the stream and the table's changelog",
         column_fields=(
             ("left", "left_keys"),
             ("right", "right_keys"),

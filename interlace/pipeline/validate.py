@@ -326,17 +326,12 @@ def _validate_join(p: Pipeline) -> None:
     left = resolve_source(p.sources, p.left_source, JOIN_TABLE, "left_source")
     right = resolve_source(p.sources, p.right_source, JOIN_TABLE, "right_source")
     if left.name == right.name:
-        why = (
-            "declare a stream twice, under two names, to join it with itself"
-            if kind.processing_time
-            else "the stream and the table's changelog"
-        )
         raise err(
             JOIN_TABLE,
             "right_source",
             f"`left_source` and `right_source` are both "
             f"{left.name!r}; a {kind.title} needs two "
-            f"different sources ({why})",
+            f"different sources ({kind.two_sources})",
         )
     for i, s in enumerate(p.sources):
         if s.name not in (left.name, right.name):
