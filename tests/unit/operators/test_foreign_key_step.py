@@ -436,3 +436,12 @@ def test_plan_errors_name_the_field(fields: dict[str, Any], left: pa.Schema, rig
     with pytest.raises(ConfigError) as err:
         ForeignKeyJoinPlan.from_schemas(spec, left, right)
     assert field in str(err.value)
+
+
+def test_docs_foreign_key_page_examples_run() -> None:
+    import doctest
+    from pathlib import Path
+
+    page = Path(__file__).resolve().parents[3] / "docs" / "foreign-key-join.md"
+    result = doctest.testfile(str(page), module_relative=False, optionflags=doctest.ELLIPSIS)
+    assert result.attempted > 5 and result.failed == 0
