@@ -102,11 +102,6 @@ class TableJoin(TwoTableFields):
         check_literal("how", self.how, TableHow)
         self._check_table_fields("the table-table join")
 
-    @property
-    def allowed_lateness_ms(self) -> None:
-        """Always ``None``: ``reopen`` has no meaning for tables."""
-        return None
-
     def state_fingerprint(self, left_columns: Sequence[str], right_columns: Sequence[str]) -> str:
         """Fingerprint of the fields that give the stored versions their meaning.
 

@@ -237,7 +237,7 @@ def _apply(
     base = np.zeros(n, dtype=np.int64)
     if m:
         base = np.where(has_stored, i64(stored.column(NEXT_VERSION)).take(np.maximum(srow, 0)), 0)
-    prior = np.cumsum(emitted) - emitted
+    prior: NDArray[np.int64] = np.cumsum(emitted, dtype=np.int64) - emitted
     version = base + prior - prior[group_start]
 
     output = _changelog(plan, sides, due, side, src, upsert, delete, version)
