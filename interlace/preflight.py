@@ -17,7 +17,7 @@ from collections.abc import Callable
 from interlace.operators.errors import ConfigError
 from interlace.pipeline import FILE_FORMATS, Pipeline, Source
 from interlace.pipeline.ddl import ddl_column, top_level_split
-from interlace.pipeline.kinds import time_mode_of
+from interlace.pipeline.kinds import join_kind, time_mode_of
 from interlace.pipeline.toml import locate
 from interlace.pipeline.validate import JOIN_TABLE, WINDOW_TABLE, TablePath, err
 
@@ -262,24 +262,27 @@ def _check_key_types(p: Pipeline) -> None:
     rt = _known_types(right, time_mode, j.side_event_time_column("right"))
     if lt is None or rt is None:
         return
-    for lk, rk in zip(j.left_keys, j.right_keys, strict=True):
-        a, b = lt[lk], rt[rk]
-        wa, wb = _type_word(a), _type_word(b)
-        exact = _INTEGRAL_TYPES | {"DECIMAL"}
-        if (
-            _canonical_type(a) == _canonical_type(b)
-            or (wa in exact and wb in exact)
-            or (wa in _STRING_TYPES and wb in _STRING_TYPES)
-        ):
-            continue
-        raise err(
-            JOIN_TABLE,
-            "left_keys",
-            f"join key types differ: `left_keys` {lk!r} of source {left.name!r} is {a} and "
-            f"`right_keys` {rk!r} of source {right.name!r} is {b}; keys of different types do "
-            f"not match reliably, so declare both the same type in the sources' `schema` (e.g. "
-            f"{rk} {a} in source {right.name!r}) or CAST one in a `sql` pre-stage",
-        )
+    # The columns the join compares pairwise: the keys; the foreign-key join's foreign key
+    # with the right table's key.
+    for lf, rf in join_kind(j).key_pairs:
+        for lk, rk in zip(getattr(j, lf), getattr(j, rf), strict=True):
+            a, b = lt[lk], rt[rk]
+            wa, wb = _type_word(a), _type_word(b)
+            exact = _INTEGRAL_TYPES | {"DECIMAL"}
+            if (
+                _canonical_type(a) == _canonical_type(b)
+                or (wa in exact and wb in exact)
+                or (wa in _STRING_TYPES and wb in _STRING_TYPES)
+            ):
+                continue
+            raise err(
+                JOIN_TABLE,
+                lf,
+                f"join key types differ: `{lf}` {lk!r} of source {left.name!r} is {a} and "
+                f"`{rf}` {rk!r} of source {right.name!r} is {b}; keys of different types do "
+                f"not match reliably, so declare both the same type in the sources' `schema` "
+                f"(e.g. {rk} {a} in source {right.name!r}) or CAST one in a `sql` pre-stage",
+            )
 
 
 def _check_aggregation_types(p: Pipeline) -> None:

@@ -1,7 +1,8 @@
 """Pipelines: named sources, one operator (a join or a window) and a target, in Python or TOML.
 
 A :class:`Pipeline` is the whole job as data: its :class:`Source` tables, one operator
-(:class:`~interlace.Join`, :class:`~interlace.StreamTableJoin` or :class:`~interlace.Window`),
+(:class:`~interlace.Join`, :class:`~interlace.StreamTableJoin`, :class:`~interlace.TableJoin`,
+:class:`~interlace.ForeignKeyJoin` or :class:`~interlace.Window`),
 the :class:`Target` it writes, an optional dead-letter target and the :class:`SparkSettings`.
 It is validated as a whole when it is built (SEMANTICS §6): a join naming a source that does
 not exist, key columns absent from a source's schema, a target key absent from the output, a
@@ -21,7 +22,7 @@ The same pipeline reads from and writes to TOML (the layout of seeds 000 and 001
     options = { maxFilesPerTrigger = "1" }
 
     [transform.join]              # or [transform.window] + [[transform.window.aggregations]]
-    kind = "stream_stream_join"   # the default; "stream_table": a StreamTableJoin
+    kind = "stream_stream_join"   # the default; "stream_table", "table", "foreign_key"
     left_source = "orders"
     right_source = "payments"
     left_keys = ["order_id"]      # ... every field of the kind's spec by its Python name
@@ -38,12 +39,12 @@ only what differs from the defaults, in a fixed order. Defaults the TOML leaves 
 * ``[transform.join]`` / ``[transform.window]`` without ``name``: the pipeline's name. In
   Python too, an operator left with its dataclass default name (``"join"`` / ``"window"``)
   takes the pipeline's name, so metrics and the state-cap error name the pipeline (the
-  stream-table join has no ``name``).
+  table joins have no ``name``).
 * ``[transform.join]`` without any of ``event_time_column``, ``left_event_time_column``,
   ``right_event_time_column``: each side's source ``event_time_column`` (one shared
   ``event_time_column`` when both sources name the same column). Without ``time_mode``: the
-  sources' ``time_mode`` when they agree, else ``"event"`` (the stream-table join has no
-  ``time_mode``: it reads event time only, and refuses ``time_mode = "processing"`` sources).
+  sources' ``time_mode`` when they agree, else ``"event"`` (the table joins have no
+  ``time_mode``: they read event time only, and refuse ``time_mode = "processing"`` sources).
 * ``[transform.window]`` without ``event_time_column`` / ``time_mode``: the window source's
   (``"ts"`` / ``"event"`` when the source names none). Without ``source``: the only source.
 

@@ -342,9 +342,11 @@ class Pipeline:
             the operator.
         target: Where the output goes.
         join: A join of ``left_source`` and ``right_source``: a stream-stream
-            :class:`~interlace.Join` (TOML ``kind = "stream_stream_join"``, the default) or a
+            :class:`~interlace.Join` (TOML ``kind = "stream_stream_join"``, the default), a
             :class:`~interlace.StreamTableJoin` (``kind = "stream_table"``: the left source is
-            the stream, the right one the table's changelog; see
+            the stream, the right one the table's changelog), a :class:`~interlace.TableJoin`
+            (``kind = "table"``) or a :class:`~interlace.ForeignKeyJoin` (``kind =
+            "foreign_key"``), which join two tables' changelogs and output a changelog (see
             :mod:`interlace.pipeline.kinds`).
         left_source: Join only: the left input's source name.
         right_source: Join only: the right input's source name (not the left one).
@@ -410,7 +412,7 @@ class Pipeline:
             except ConfigError as exc:
                 raise err(table, toml_key(fname), str(exc)) from exc
         # An operator left with its default name takes the pipeline's (module docstring);
-        # the stream-table join has no name.
+        # the table joins (stream-table, table-table, foreign-key) have no name.
         if isinstance(self.join, Join) and self.join.name == "join":
             setattr_(self, "join", dataclasses.replace(self.join, name=self.name))
         if self.window is not None and self.window.name == "window":
@@ -448,7 +450,9 @@ class Pipeline:
         A stream-stream join's come from the sources' schemas, the prefixes and
         ``output_*_columns`` (semi / anti joins: the left columns unprefixed); a stream-table
         join's are the prefixed stream columns, the prefixed table ``value_columns`` and
-        ``right_valid_from`` (SEMANTICS §8); a window's are :attr:`Window.output_columns`.
+        ``right_valid_from`` (SEMANTICS §8); a table-table or foreign-key join's are the
+        ``left_keys``, both tables' prefixed value columns, ``op``, ``event_time`` and
+        ``version`` (SEMANTICS §9); a window's are :attr:`Window.output_columns`.
         ``_dead_letter`` is last under ``late_data="dlq"`` (the target itself gets the rows
         without it).
 
@@ -459,12 +463,8 @@ class Pipeline:
         """
         names = output_columns_of(self)
         if names is None:
-            fix = (
-                "list `output_left_columns` / `output_right_columns` to fix them"
-                if isinstance(self.join, Join)
-                else "the table's `value_columns` fix its part; the stream's columns are "
-                "known once Spark reads it"
-            )
+            assert self.join is not None  # a window's output columns are always known
+            fix = join_kind(self.join).unknown_output_fix
             msg = (
                 "[transform.join]: the output columns are unknown: a joined source has a "
                 f"`sql` pre-stage, whose columns only Spark knows; {fix}"

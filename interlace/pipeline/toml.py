@@ -440,14 +440,15 @@ class _Reader:
         for key in data:
             other = [k.kind for k in JOIN_KINDS.values() if k is not kind and key in k.field_names]
             if key not in fields and other:
+                kinds = " or ".join(repr(k) for k in other)
                 raise self.fail(
                     JOIN_TABLE,
                     key,
-                    f"`{key}` is a field of kind = {other[0]!r}, not of kind = {kind.kind!r} "
-                    f"(the {kind.title}); remove it, or set kind = {other[0]!r}",
+                    f"`{key}` is a field of kind = {kinds}, not of kind = {kind.kind!r} "
+                    f"(the {kind.title}); remove it, or set kind = {kinds}",
                 )
         self.check_keys(data, JOIN_TABLE, ["kind", "left_source", "right_source", *fields])
-        self.require(data, JOIN_TABLE, ["left_source", "right_source"])
+        self.require(data, JOIN_TABLE, ["left_source", "right_source", *kind.required_fields])
         refs = {}
         for key in ("left_source", "right_source"):
             ref = data.pop(key)
@@ -460,7 +461,7 @@ class _Reader:
         defaults = join_defaults(name, refs["left_source"], refs["right_source"])
         if not any(f in data for f in ET_FIELDS):
             data.update({f: defaults[f] for f in ET_FIELDS})
-        for key in ("time_mode", "name"):  # the stream-table join has neither
+        for key in ("time_mode", "name"):  # the table joins have neither
             if key in fields:
                 data.setdefault(key, defaults[key])
         spec = self.build(kind.spec_type, JOIN_TABLE, data)

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from interlace.operators.common.names import DEAD_LETTER_COLUMN, RESERVED_PREFIX
 from interlace.operators.errors import ConfigError
 from interlace.pipeline.ddl import is_boolean, is_timestamp
-from interlace.pipeline.kinds import join_kind, time_mode_of, with_dead_letter
+from interlace.pipeline.kinds import field_applies, join_kind, time_mode_of, with_dead_letter
 
 if TYPE_CHECKING:
     from interlace.pipeline.model import Pipeline, Source
@@ -264,13 +264,17 @@ def validate(p: Pipeline) -> None:
     if names is not None:
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
+            shaped_by = (
+                join_kind(p.join).output_fields
+                if p.join is not None
+                else "`left_prefix`, `right_prefix`, `output_left_columns`, "
+                "`output_right_columns`"
+            )
             raise err(
                 op_table,
                 None,
-                f"output columns {dupes} appear twice (from `left_prefix`, "
-                "`right_prefix`, `output_left_columns`, "
-                "`output_right_columns`); choose distinct prefixes or "
-                "select fewer columns",
+                f"output columns {dupes} appear twice (from {shaped_by}); choose distinct "
+                "prefixes or select fewer columns",
             )
         bad = [n for n in names if n.startswith(RESERVED_PREFIX)]
         if bad:
@@ -284,6 +288,8 @@ def validate(p: Pipeline) -> None:
     if key is not None and names is not None:
         usable = [n for n in names if n != DEAD_LETTER_COLUMN]
         _check_columns(("target",), "key", key, usable, "the output columns")
+    if key is not None and p.join is not None:
+        _check_changelog_key(p, key)
     w = p.window
     if w is not None and w.kind == "session" and w.late_data == "reopen" and (
         p.target.kind == "parquet"
@@ -367,14 +373,14 @@ def _validate_join(p: Pipeline) -> None:
         _check_event_time(p, src, JOIN_TABLE, field, et, time_mode_of(j), renamed=False)
         what = f"the {kind.side_labels[i]} source {src.name!r}"
         for fside, fname in kind.column_fields:
-            if fside == side:
+            if fside == side and field_applies(j, side, fname):
                 value = getattr(j, fname)
                 names = [value] if isinstance(value, str) else (value or ())
                 _check_columns(JOIN_TABLE, fname, names, srcs[side][1], what)
     for side, fname in kind.boolean_fields:
         column = getattr(j, fname)
         src = srcs[side][0]
-        if column is None or src.sql is not None:
+        if column is None or src.sql is not None or not field_applies(j, side, fname):
             continue
         typ = dict(src.ddl_columns()).get(column)
         if typ is not None and not is_boolean(typ):
@@ -385,6 +391,24 @@ def _validate_join(p: Pipeline) -> None:
                 f"(true = delete; got {typ}); declare it BOOLEAN in the source's `schema` or "
                 f"derive one in its `sql`, e.g. SELECT *, op = 'd' AS {column} FROM source",
             )
+
+
+def _check_changelog_key(p: Pipeline, key: Sequence[str]) -> None:
+    """A changelog is applied by the columns it is keyed by; another `key` is refused."""
+    j = p.join
+    assert j is not None
+    changelog_key = join_kind(j).changelog_key
+    if changelog_key is None:
+        return
+    want = changelog_key(j)
+    if set(key) != set(want) or len(key) != len(want):
+        raise err(
+            ("target",),
+            "key",
+            f"`key` {list(key)} is not the key of the {join_kind(j).title}'s changelog "
+            f"({list(want)}, its `left_keys`): each change's `version` counts per that key, "
+            "so the target applies changes by it; remove `key` (it defaults to them)",
+        )
 
 
 def _validate_window(p: Pipeline) -> None:

@@ -155,14 +155,15 @@ def test_a_python_stream_table_join_keeps_its_spec_and_has_no_changelog_key():
 
 
 def test_the_kinds_are_listed_with_the_default_first():
-    assert list(JOIN_KINDS) == ["stream_stream_join", "stream_table"]
-    assert kinds_phrase() == "'stream_stream_join' (the default) or 'stream_table'"
+    assert list(JOIN_KINDS) == ["stream_stream_join", "stream_table", "table", "foreign_key"]
+    assert kinds_phrase() == ("'stream_stream_join' (the default), 'stream_table', 'table' or "
+                              "'foreign_key'")
 
 
 @pytest.mark.parametrize(("old", "new", "needles", "at"), [
     ('kind = "stream_table"', 'kind = "stream_tables"',
-     ["[transform.join]", "`kind` must be 'stream_stream_join' (the default) or 'stream_table'",
-      "got kind='stream_tables'"], "stream_tables"),
+     ["[transform.join]", "`kind` must be 'stream_stream_join' (the default), 'stream_table', "
+      "'table' or 'foreign_key'", "got kind='stream_tables'"], "stream_tables"),
     ('kind = "stream_table"', "kind = 3", ["`kind` must be", "got kind=3"], "kind = 3"),
     ('how = "left"', 'how = "left"\ntime_window_ms = 60_000',
      ["`time_window_ms` is a field of kind = 'stream_stream_join', not of kind = "
