@@ -5,7 +5,8 @@
 * ``interlace demo [--workdir DIR] [--master URL]`` — the README's main job on Spark (local by
   default) into DuckDB.
 * ``interlace explain LOG.json --time-window-ms 15000 ...`` — a seed-003-style join table
-  (``--operator window`` / ``stream_table`` for the other operators).
+  (``--operator window`` / ``stream_table`` / ``table`` / ``foreign_key`` for the other
+  operators).
 * ``interlace version``.
 
 A failure prints a short message naming the problem and the fix; ``--verbose`` (before or after
@@ -57,15 +58,16 @@ def _parser() -> argparse.ArgumentParser:
     ex = sub.add_parser(
         "explain",
         help="print an operator's output per event of a small JSON log",
-        description="Replay a small JSON event log through the real join, window or "
-        "stream-table operator function (no Spark) and print, per micro-batch, the rows it "
-        "emits. See docs/explain.md.",
+        description="Replay a small JSON event log through the real join, window, "
+        "stream-table, table-table or foreign-key operator function (no Spark) and print, per "
+        "micro-batch, the rows it emits. See docs/explain.md.",
         epilog="""log format (JSON):
   {"events": [EVENT, ...]}: each event is its own micro-batch, in ts order (stable; with
   --arrival file, as written), then Spark's trailing no-data batch if the watermark moved.
     ts     required: seconds after 2026-01-01T00:00:00 UTC, or an ISO-8601 timestamp
-    side   "left" or "right": required by --operator join and stream_table (left: the
-           stream, right: the table, where a null value is a tombstone), refused by window
+    side   "left" or "right": required by every operator but window (stream_table: left
+           is the stream, right the table; table, foreign_key: two tables; in a table a
+           null value is a tombstone), refused by window
     ...    any other field is a column (--key/--value, --group-by/--agg)
 
 join example (join.json):
@@ -80,6 +82,21 @@ stream-table example (st.json; the table's null value at ts 4 is a tombstone):
               {"side": "left", "ts": 5, "key": "k", "value": "o2"}]}
   interlace explain st.json --operator stream_table --emit eager
 
+table-table example (tt.json; a changelog out: an upsert per change, a delete at ts 4):
+  {"events": [{"side": "left", "ts": 1, "key": "k", "value": "A"},
+              {"side": "right", "ts": 2, "key": "k", "value": "a"},
+              {"side": "right", "ts": 3, "key": "k", "value": "b"},
+              {"side": "left", "ts": 4, "key": "k", "value": null}]}
+  interlace explain tt.json --operator table --emit eager
+
+foreign-key example (fk.json; left: (key, fk), right: (fk, value); order o2 moves to 2):
+  {"events": [{"side": "right", "ts": 1, "fk": 1, "value": "pen"},
+              {"side": "left", "ts": 2, "key": "o1", "fk": 1},
+              {"side": "left", "ts": 3, "key": "o2", "fk": 1},
+              {"side": "right", "ts": 4, "fk": 1, "value": "blue pen"},
+              {"side": "left", "ts": 5, "key": "o2", "fk": 2}]}
+  interlace explain fk.json --operator foreign_key --emit eager
+
 window example (win.json; the event at ts 4 is written, so arrives, last: revision 1):
   {"events": [{"ts": 3, "key": "k1", "value": 5}, {"ts": 12, "key": "k1", "value": 2},
               {"ts": 15, "key": "k1", "value": 1}, {"ts": 4, "key": "k1", "value": 1}]}
@@ -91,7 +108,7 @@ window example (win.json; the event at ts 4 is written, so arrives, last: revisi
     ex.add_argument(
         "--operator",
         default="join",
-        choices=["join", "window", "stream_table"],
+        choices=["join", "window", "stream_table", "table", "foreign_key"],
         help="the operator to replay the log through (default: join)",
     )
     ex.add_argument(
@@ -101,15 +118,17 @@ window example (win.json; the event at ts 4 is written, so arrives, last: revisi
         help="the order events arrive in: ts (sorted by ts, stable; default) or file (as "
         "written, so an event written after later ones arrives late)",
     )
-    jo = ex.add_argument_group("join options (--operator join; key, value, how: stream_table too)")
+    jo = ex.add_argument_group(
+        "join options (--operator join; key, value, how: the table joins too)"
+    )
     jo.add_argument("--key", default=None, help="the join key field, both sides (default: key)")
     jo.add_argument("--value", default=None, help="the field shown in the table (default: value)")
     jo.add_argument(
         "--how",
         default=None,
         help="join types, one column each, comma-separated from inner,left,right,full,"
-        "left_semi,left_anti (default: inner,left,full); stream_table: inner,left (default: "
-        "both)",
+        "left_semi,left_anti (default: inner,left,full); stream_table, foreign_key: "
+        "inner,left (default: both); table: inner,left,full (default: all three)",
     )
     jo.add_argument(
         "--time-window-ms",
@@ -148,22 +167,31 @@ window example (win.json; the event at ts 4 is written, so arrives, last: revisi
         "sum, min, max, avg, first, last, count_distinct, e.g. count,sum:value,avg:value=mean "
         "(default: count)",
     )
-    so = ex.add_argument_group("stream-table options (--operator stream_table)")
+    so = ex.add_argument_group(
+        "table join options (--operator stream_table, table, foreign_key)"
+    )
     so.add_argument(
         "--emit",
         default=None,
         choices=["final", "eager"],
-        help="final: a stream row waits until the watermark passes it (default); eager: it "
-        "joins the table versions received so far",
+        help="final: a row waits until the watermark passes it (default); eager: it is "
+        "joined with (or applied to) what was received so far",
+    )
+    so.add_argument(
+        "--fk",
+        default=None,
+        help="foreign_key: the field of left events holding the foreign key, and of right "
+        "events holding their key (default: fk)",
     )
     so.add_argument(
         "--history-retention-ms",
         type=int,
         default=None,
-        help="how long table versions are kept behind the watermark (default: --lateness-ms)",
+        help="stream_table: how long table versions are kept behind the watermark (default: "
+        "--lateness-ms)",
     )
     late = ex.add_argument_group(
-        "late data (every operator; --allowed-lateness-ms and reopen: not stream_table)"
+        "late data (every operator; --allowed-lateness-ms and reopen: join and window only)"
     )
     late.add_argument(
         "--lateness-ms",

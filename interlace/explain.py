@@ -7,13 +7,15 @@ The log is JSON, an object with an ``events`` list (docs/explain.md)::
 
 ``ts`` is seconds after 2026-01-01T00:00:00 UTC, or an ISO-8601 timestamp; a join event has a
 ``side`` (``"left"`` or ``"right"``; for the stream-table join ``"left"`` is the stream and
-``"right"`` the table's changelog, where a null ``value`` is a tombstone), a window event has
-none; any other fields become columns. Each event is its own micro-batch, in ``ts`` order
+``"right"`` the table's changelog, where a null ``value`` is a tombstone; for the table-table
+and foreign-key joins both sides are changelogs), a window event has none; any other fields
+become columns. Each event is its own micro-batch, in ``ts`` order
 (stable; ``arrival="file"`` keeps the file's order, so an event written after later ones
 arrives late), then Spark's trailing no-data batch if the watermark moved. The table shows,
 per micro-batch, the rows the operator emits in it, computed by the real operator function
 (:func:`interlace.testing.local.run_join_locally`, ``run_window_locally``,
-``run_stream_table_locally``), not by a model.
+``run_stream_table_locally``, ``run_table_join_locally``, ``run_foreign_key_join_locally``),
+not by a model; ``tests/cli`` checks each table against the oracles.
 
 An operator plugs in with an entry in :data:`OPERATORS`: whether its events carry a
 ``side``, the options it takes (and the late-data ones), and a function
@@ -33,9 +35,11 @@ from typing import Any
 __all__ = [
     "OPERATORS",
     "Operator",
+    "explain_foreign_key",
     "explain_join",
     "explain_log",
     "explain_stream_table",
+    "explain_table",
     "explain_window",
     "load_events",
     "parse_aggregation",
@@ -334,6 +338,170 @@ def explain_stream_table(
     return _render(["ts", "left", "right", *hows], rows)
 
 
+def _null(v: Any) -> str:
+    """A cell value: ``null`` for None."""
+    return "null" if v is None else str(v)
+
+
+def _changelog_cells(
+    rows: Sequence[dict[str, Any]], key: str, upsert: Callable[[dict[str, Any]], str]
+) -> str:
+    """One micro-batch's changelog rows as a cell, in the order they apply (key, version)."""
+
+    def cell(r: dict[str, Any]) -> str:
+        if r.get("_dead_letter"):
+            return "dead letter: " + json.loads(r["_dead_letter"])["side"]
+        return upsert(r) if r["op"] == "upsert" else f"delete {_null(r[key])}"
+
+    def order(r: dict[str, Any]) -> tuple[bool, str, int]:
+        return (bool(r.get("_dead_letter")), _null(r.get(key)), r.get("version") or 0)
+
+    return "  ".join(cell(r) for r in sorted(rows, key=order))
+
+
+def explain_table(
+    events: Sequence[dict[str, Any]],
+    *,
+    key: str = "key",
+    value: str = "value",
+    hows: Sequence[str] = ("inner", "left", "full"),
+    **spec_kwargs: Any,
+) -> str:
+    """Return seed 003's KTable-KTable table for ``events`` (see the module docstring).
+
+    Both sides are changelogs: an event is a version of its ``key`` in its side's table,
+    valid from its ``ts``, a tombstone when its ``value`` is null (or missing), each table's
+    only value column being ``value``.
+
+    Args:
+        events: From :func:`load_events` with ``operator="table"``.
+        key: The key field (both tables).
+        value: The field shown in the table, and both tables' value column.
+        hows: ``inner``, ``left`` and / or ``full`` (seed 003's outer join), one column each.
+        **spec_kwargs: :class:`~interlace.TableJoin` fields (``emit``, ``lateness_ms``,
+            ``late_data``, ``dlq_horizon_ms``).
+
+    Returns:
+        One row per micro-batch: ``ts``, the event's value under its side (``null`` for a
+        tombstone), then per ``how`` the changelog rows emitted, in the order they apply:
+        an upsert as ``left - right`` (``null`` for an absent side), a delete as
+        ``delete KEY`` (under dlq, ``dead letter: left`` or ``right``).
+    """
+    from interlace.operators.table import TableJoin
+    from interlace.testing.local import run_table_join_locally
+    from interlace.testing.log import JoinBatch
+
+    schema, row = _schema(events, [key, value])
+    log = [
+        JoinBatch(left=(row(e),)) if e["side"] == "left" else JoinBatch(right=(row(e),))
+        for e in events
+    ]
+    per_how: dict[str, dict[int, list[dict[str, Any]]]] = {}
+    n_batches = len(log)
+    for how in hows:
+        spec = TableJoin(
+            left_keys=[key],
+            right_keys=[key],
+            how=how,  # type: ignore[arg-type]
+            event_time_column="ts",
+            value_columns=[value],
+            key_groups=1,
+            **spec_kwargs,
+        )
+        run = run_table_join_locally(spec, log, schema, schema)
+        n_batches = max(n_batches, len(run.watermarks_ms))
+        per_how[how] = _by_batch(run.rows)
+
+    def upsert(r: dict[str, Any]) -> str:
+        return f"{_null(r[f'left_{value}'])} - {_null(r[f'right_{value}'])}"
+
+    rows = []
+    for b in range(n_batches):
+        e = events[b] if b < len(events) else {}
+        sides = [_null(e.get(value)) if e.get("side") == s else "" for s in ("left", "right")]
+        cells = [_changelog_cells(per_how[h].get(b, []), key, upsert) for h in hows]
+        rows.append([_ts_cell(events, b), *sides, *cells])
+    return _render(["ts", "left", "right", *hows], rows)
+
+
+def explain_foreign_key(
+    events: Sequence[dict[str, Any]],
+    *,
+    key: str = "key",
+    fk: str = "fk",
+    value: str = "value",
+    hows: Sequence[str] = ("inner", "left"),
+    **spec_kwargs: Any,
+) -> str:
+    """Return seed 003's foreign-key table for ``events`` (see the module docstring).
+
+    Both sides are changelogs. A ``left`` event is a version of the left row ``key``, whose
+    foreign key is its ``fk`` (null: a tombstone, the left row is deleted); a ``right``
+    event is a version of the right row whose key is its ``fk``, with the value ``value``
+    (null: a tombstone).
+
+    Args:
+        events: From :func:`load_events` with ``operator="foreign_key"``.
+        key: The left table's primary key field.
+        fk: The foreign key field of left events, and the key field of right events.
+        value: The right table's value field.
+        hows: ``inner`` and / or ``left``, one column each.
+        **spec_kwargs: :class:`~interlace.ForeignKeyJoin` fields (``emit``,
+            ``lateness_ms``, ``late_data``, ``dlq_horizon_ms``).
+
+    Returns:
+        One row per micro-batch: ``ts``, the event under its side (``(key,fk)`` on the left,
+        ``(fk,value)`` on the right), then per ``how`` the changelog rows emitted, in the
+        order they apply: an upsert as ``(key,fk,value)``, a delete as ``delete KEY`` (under
+        dlq, ``dead letter: left`` or ``right``).
+    """
+    from interlace.operators.foreign_key import ForeignKeyJoin
+    from interlace.testing.local import run_foreign_key_join_locally
+    from interlace.testing.log import JoinBatch
+
+    if len({key, fk, value}) != 3:
+        msg = f"--key, --fk and --value must name three different fields (got {key}, {fk}, {value})"
+        raise ValueError(msg)
+    schema, row = _schema(events, [key, fk, value])
+    log = [
+        JoinBatch(left=(row(e),)) if e["side"] == "left" else JoinBatch(right=(row(e),))
+        for e in events
+    ]
+    per_how: dict[str, dict[int, list[dict[str, Any]]]] = {}
+    n_batches = len(log)
+    for how in hows:
+        spec = ForeignKeyJoin(
+            left_keys=[key],
+            foreign_key_columns=[fk],
+            right_keys=[fk],
+            how=how,  # type: ignore[arg-type]
+            event_time_column="ts",
+            left_value_columns=[fk],
+            right_value_columns=[value],
+            key_groups=1,
+            **spec_kwargs,
+        )
+        run = run_foreign_key_join_locally(spec, log, schema, schema)
+        n_batches = max(n_batches, len(run.watermarks_ms))
+        per_how[how] = _by_batch(run.rows)
+
+    def upsert(r: dict[str, Any]) -> str:
+        return f"({_null(r[key])},{_null(r[f'left_{fk}'])},{_null(r[f'right_{value}'])})"
+
+    rows = []
+    for b in range(n_batches):
+        e = events[b] if b < len(events) else {}
+        shown = (
+            f"({_null(e.get(key))},{_null(e.get(fk))})"
+            if e.get("side") == "left"
+            else f"({_null(e.get(fk))},{_null(e.get(value))})"
+        )
+        sides = [shown if e.get("side") == s else "" for s in ("left", "right")]
+        cells = [_changelog_cells(per_how[h].get(b, []), key, upsert) for h in hows]
+        rows.append([_ts_cell(events, b), *sides, *cells])
+    return _render(["ts", "left", "right", *hows], rows)
+
+
 def parse_aggregation(text: str) -> Any:
     """Parse ``AGG[:COLUMN][=ALIAS]`` (``count``, ``sum:value``, ``avg:value=mean``).
 
@@ -455,6 +623,16 @@ def _stream_table_cli(events: Sequence[dict[str, Any]], *, how: str = "", **kwar
     return explain_stream_table(events, **({"hows": _split(how)} if how else {}), **kwargs)
 
 
+def _table_cli(events: Sequence[dict[str, Any]], *, how: str = "", **kwargs: Any) -> str:
+    """:func:`explain_table` with the CLI's options (``how`` comma-separated)."""
+    return explain_table(events, **({"hows": _split(how)} if how else {}), **kwargs)
+
+
+def _foreign_key_cli(events: Sequence[dict[str, Any]], *, how: str = "", **kwargs: Any) -> str:
+    """:func:`explain_foreign_key` with the CLI's options (``how`` comma-separated)."""
+    return explain_foreign_key(events, **({"hows": _split(how)} if how else {}), **kwargs)
+
+
 def _window_cli(
     events: Sequence[dict[str, Any]], *, group_by: str = "key", agg: str = "count", **kwargs: Any
 ) -> str:
@@ -495,6 +673,18 @@ OPERATORS: dict[str, Operator] = {
         ("key", "value", "how", "emit", "history_retention_ms"),
         _stream_table_cli,
         late=("lateness_ms", "late_data", "dlq_horizon_ms"),  # no reopen, no allowance
+    ),
+    "table": Operator(
+        True,
+        ("key", "value", "how", "emit"),
+        _table_cli,
+        late=("lateness_ms", "late_data", "dlq_horizon_ms"),
+    ),
+    "foreign_key": Operator(
+        True,
+        ("key", "fk", "value", "how", "emit"),
+        _foreign_key_cli,
+        late=("lateness_ms", "late_data", "dlq_horizon_ms"),
     ),
 }
 """The operators ``interlace explain --operator`` knows, by name."""
