@@ -263,3 +263,26 @@ def test_the_help_examples_run(tmp_path, capsys, title, file, want):
     assert main([str(tmp_path / a) if a == file else a for a in argv]) == 0
     _, rows = _cells(capsys.readouterr().out)
     assert [r[3:] for r in rows[:len(want)]] == want
+
+
+def test_the_tables_in_docs_explain_md_are_what_explain_prints(tmp_path, capsys):
+    import re
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "explain.md").read_text()
+    blocks = re.findall(r"^```(\w*)\n(.*?)^```", doc, re.S | re.M)
+    logs = {"tseed.json": TABLE_SEED, "fkseed.json": FK_SEED}
+    shown = [json.loads(body)["events"] for lang, body in blocks if lang == "json"]
+    assert TABLE_SEED in shown and FK_SEED in shown
+    checked = 0
+    for (_, command), (_, table) in zip(blocks, blocks[1:], strict=False):
+        words = command.split()
+        if len(words) < 3 or words[:2] != ["interlace", "explain"] or words[2] not in logs:
+            continue
+        path = tmp_path / words[2]
+        path.write_text(json.dumps({"events": logs[words[2]]}))
+        assert main(["explain", str(path), *words[3:]]) == 0
+        out = capsys.readouterr().out
+        assert [line.rstrip() for line in out.strip().splitlines()] == table.strip().splitlines()
+        checked += 1
+    assert checked == 4

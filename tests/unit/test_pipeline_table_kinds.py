@@ -509,3 +509,67 @@ def test_preflight_compares_the_foreign_key_with_the_right_key(tmp_path):
     with pytest.raises(ConfigError, match="`left_keys` 'customer' of source 'customers' is "
                                           "STRING and `right_keys` 'customer'"):
         preflight(table, base=tmp_path, on_missing_path=lambda _: None)
+
+
+# ---------------------------------------------------------------------------------------------
+# The changelog in the targets a pipeline builds (no Spark: the targets are written directly)
+# ---------------------------------------------------------------------------------------------
+
+
+def test_a_changelog_in_parquet_read_by_highest_version_equals_the_duckdb_target(tmp_path):
+    import datetime as dt
+
+    import duckdb
+    import pandas as pd
+    from pyspark.sql import types as T
+
+    from interlace.targets import DuckDBTarget, ParquetTarget, make_target
+
+    def targets_of(p):
+        changelog = join_kind(p.join).changelog_key is not None  # as the runner decides
+        return make_target(p.resolved_target(), p.name, base=tmp_path, default_table=p.name,
+                           changelog=changelog)
+
+    duck = targets_of(fk_pipeline(target=Target(kind="duckdb", path="out/op.duckdb",
+                                                table="orders_products")))
+    parquet = targets_of(fk_pipeline(target=Target(kind="parquet", path="out/orders_products")))
+    assert isinstance(duck, DuckDBTarget) and duck.changelog and duck.key == ("order_id",)
+    assert isinstance(parquet, ParquetTarget)
+    schema = T.StructType([
+        T.StructField("order_id", T.LongType()), T.StructField("left_product", T.StringType()),
+        T.StructField("left_qty", T.IntegerType()), T.StructField("right_price", T.DoubleType()),
+        T.StructField("op", T.StringType()), T.StructField("event_time", T.TimestampType()),
+        T.StructField("version", T.LongType())])
+    columns = [f.name for f in schema.fields]
+
+    def at(minute):
+        return dt.datetime(2026, 1, 1, 10, minute)
+
+    batches = {  # batch id -> changes; versions arrive out of order across batches
+        0: [(1, "pen", 2, 2.5, "upsert", at(1), 0), (2, "ink", 1, 4.0, "upsert", at(1), 0)],
+        1: [(1, "pen", 2, 3.0, "upsert", at(6), 2), (2, None, None, None, "delete", at(3), 1)],
+        2: [(1, "pen", 2, 2.75, "upsert", at(4), 1), (3, "pad", 1, 1.5, "upsert", at(5), 0),
+            (3, None, None, None, "delete", at(7), 1), (4, "ink", 3, 4.0, "upsert", at(8), 0)],
+        3: [(2, "ink", 1, 4.0, "upsert", at(2), 0)],  # older than 2's delete: stays deleted
+    }
+    for target in (duck, parquet):
+        target.prepare(schema)
+        for batch_id in (0, 1, 1, 2, 3):  # batch 1 replayed with the same id
+            target.write(pd.DataFrame(batches[batch_id], columns=columns), batch_id)
+    con = duckdb.connect(str(tmp_path / "out/op.duckdb"), read_only=True)
+    applied = con.sql("SELECT * FROM orders_products ORDER BY order_id").fetchall()
+    folder = tmp_path / "out/orders_products"
+    history = con.sql(  # the query of docs/targets.md, "Parquet"
+        "SELECT * EXCLUDE (op, batch_id) "
+        f"FROM read_parquet('{folder}/*/*.parquet', hive_partitioning = true) "
+        "QUALIFY row_number() OVER (PARTITION BY order_id ORDER BY version DESC) = 1 "
+        "AND op = 'upsert' ORDER BY order_id").fetchall()
+    changes = con.execute(f"SELECT count(*), count(DISTINCT op) FROM read_parquet('{folder}/*/*"
+                          ".parquet')").fetchone()
+    con.close()
+    assert applied == [(1, "pen", 2, 3.0, at(6), 2), (4, "ink", 3, 4.0, at(8), 0)]
+    # Parquet holds UTC instants (TIMESTAMP WITH TIME ZONE in DuckDB), the table naive UTC.
+    assert [tuple(v.astimezone(dt.timezone.utc).replace(tzinfo=None)
+                  if isinstance(v, dt.datetime) else v for v in row)
+            for row in history] == applied
+    assert changes == (9, 2)  # every change kept once (the replayed batch replaced its file)
