@@ -28,37 +28,28 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pyarrow as pa
-from interlace.state.tables import decode_tables, encode_tables
+from interlace.state.tables import TablesState
 
 __all__ = ["ForeignKeyState", "decode_foreign_key_state", "encode_foreign_key_state"]
 
-KIND = "foreign_key"
-
 
 @dataclass
-class ForeignKeyState:
+class ForeignKeyState(TablesState):
     """One key group's foreign-key join state (see the module docstring)."""
+
+    KIND = "foreign_key"
+    WHAT = "foreign-key"
+    TABLES = ("left", "right", "held")
 
     left: pa.Table
     right: pa.Table
     held: pa.Table
     seq: int = 0
 
-    @classmethod
-    def empty(cls, left: pa.Schema, right: pa.Schema, held: pa.Schema) -> ForeignKeyState:
-        """Return a state with no versions and no held updates."""
-        return cls(left.empty_table(), right.empty_table(), held.empty_table())
-
-    @property
-    def num_rows(self) -> int:
-        """Left keys, right keys and held updates."""
-        return int(self.left.num_rows) + int(self.right.num_rows) + int(self.held.num_rows)
-
 
 def encode_foreign_key_state(state: ForeignKeyState, fp: str) -> bytes:
     """Encode a key group's state as a version-1 ``foreign_key`` blob."""
-    tables = {"left": state.left, "right": state.right, "held": state.held}
-    return encode_tables(KIND, fp, tables, state.seq)
+    return state.encode(fp)
 
 
 def decode_foreign_key_state(
@@ -77,6 +68,4 @@ def decode_foreign_key_state(
         StateDecodeError: A stored table's schema differs from the expected one.
         StateVersionError: See :func:`interlace.state.blob.decode`.
     """
-    schemas = {"left": left, "right": right, "held": held}
-    tables, seq = decode_tables(data, KIND, fp, schemas, "foreign-key")
-    return ForeignKeyState(tables["left"], tables["right"], tables["held"], seq)
+    return ForeignKeyState.decode(data, fp, left, right, held)

@@ -25,35 +25,27 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pyarrow as pa
-from interlace.state.tables import decode_tables, encode_tables
+from interlace.state.tables import TablesState
 
 __all__ = ["TableJoinState", "decode_table_join_state", "encode_table_join_state"]
 
-KIND = "table_join"
-
 
 @dataclass
-class TableJoinState:
+class TableJoinState(TablesState):
     """One key group's table-table state (see the module docstring)."""
+
+    KIND = "table_join"
+    WHAT = "table-join"
+    TABLES = ("keys", "held")
 
     keys: pa.Table
     held: pa.Table
     seq: int = 0
 
-    @classmethod
-    def empty(cls, keys: pa.Schema, held: pa.Schema) -> TableJoinState:
-        """Return a state with no keys and no held updates."""
-        return cls(keys.empty_table(), held.empty_table())
-
-    @property
-    def num_rows(self) -> int:
-        """Keys plus held updates."""
-        return int(self.keys.num_rows) + int(self.held.num_rows)
-
 
 def encode_table_join_state(state: TableJoinState, fp: str) -> bytes:
     """Encode a key group's state as a version-1 ``table_join`` blob."""
-    return encode_tables(KIND, fp, {"keys": state.keys, "held": state.held}, state.seq)
+    return state.encode(fp)
 
 
 def decode_table_join_state(
@@ -71,5 +63,4 @@ def decode_table_join_state(
         StateDecodeError: A stored table's schema differs from the expected one.
         StateVersionError: See :func:`interlace.state.blob.decode`.
     """
-    tables, seq = decode_tables(data, KIND, fp, {"keys": keys, "held": held}, "table-join")
-    return TableJoinState(tables["keys"], tables["held"], seq)
+    return TableJoinState.decode(data, fp, keys, held)

@@ -19,8 +19,9 @@ They are stored as Arrow IPC stream bytes (zstd, as the join buffers:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import ClassVar, Self
 
 import pyarrow as pa
 from interlace.state import blob
@@ -31,6 +32,7 @@ __all__ = [
     "SEQ_COLUMN",
     "TOMBSTONE_FLAG_COLUMN",
     "StreamTableState",
+    "TablesState",
     "decode_stream_table_state",
     "decode_tables",
     "encode_stream_table_state",
@@ -39,7 +41,6 @@ __all__ = [
     "history_schema",
 ]
 
-KIND = "stream_table"
 SEQ_COLUMN = "__il_seq"
 TOMBSTONE_FLAG_COLUMN = "__il_del"
 
@@ -60,29 +61,64 @@ def held_schema(stream_payload: pa.Schema) -> pa.Schema:
     return pa.schema(head + list(stream_payload))
 
 
+class TablesState:
+    """Base of the table joins' key-group states: named Arrow tables and the next arrival number.
+
+    A subclass is a dataclass whose fields are its tables, in :attr:`TABLES` order, then
+    ``seq: int = 0``; it names its blob :attr:`KIND` and itself in messages (:attr:`WHAT`).
+    Stored by :func:`encode_tables` (``{<table>: <IPC>, ..., "seq": int}``).
+    """
+
+    KIND: ClassVar[str]
+    WHAT: ClassVar[str]
+    TABLES: ClassVar[tuple[str, ...]]
+    seq: int
+
+    @classmethod
+    def empty(cls, *schemas: pa.Schema) -> Self:
+        """Return a state with no rows (one schema per table, in :attr:`TABLES` order)."""
+        make: Callable[..., Self] = cls
+        return make(*(schema.empty_table() for schema in schemas))
+
+    @property
+    def num_rows(self) -> int:
+        """Rows in all the tables."""
+        return sum(int(getattr(self, name).num_rows) for name in self.TABLES)
+
+    def encode(self, fp: str) -> bytes:
+        """Encode the state as a version-1 blob of :attr:`KIND`."""
+        tables = {name: getattr(self, name) for name in self.TABLES}
+        return encode_tables(self.KIND, fp, tables, self.seq)
+
+    @classmethod
+    def decode(cls, data: bytes, fp: str | None, *schemas: pa.Schema) -> Self:
+        """Decode a blob of :attr:`KIND` (``schemas``: each table's, in :attr:`TABLES` order).
+
+        Raises as :func:`decode_tables`.
+        """
+        expected = dict(zip(cls.TABLES, schemas, strict=True))
+        tables, seq = decode_tables(data, cls.KIND, fp, expected, cls.WHAT)
+        make: Callable[..., Self] = cls
+        return make(*(tables[name] for name in cls.TABLES), seq)
+
+
 @dataclass
-class StreamTableState:
+class StreamTableState(TablesState):
     """One key group's stream-table state (see the module docstring)."""
+
+    KIND = "stream_table"
+    WHAT = "stream-table"
+    TABLES = ("history", "held")
 
     history: pa.Table
     held: pa.Table
     seq: int = 0
 
-    @classmethod
-    def empty(cls, history: pa.Schema, held: pa.Schema) -> StreamTableState:
-        """Return a state with no versions and no held rows."""
-        return cls(history.empty_table(), held.empty_table())
-
-    @property
-    def num_rows(self) -> int:
-        """Versions plus held rows."""
-        return int(self.history.num_rows) + int(self.held.num_rows)
-
 
 def encode_tables(kind: str, fp: str, tables: dict[str, pa.Table], seq: int) -> bytes:
     """Encode named Arrow tables and an arrival counter as a version-1 blob of ``kind``.
 
-    The layout of the table joins' states (this module's and :mod:`.table_join`'s):
+    The layout of the table joins' states (:class:`TablesState`):
     ``{<name>: <Arrow IPC, zstd>, ..., "seq": int}``.
     """
     body: dict[str, object] = {
@@ -123,7 +159,7 @@ def decode_tables(
 
 def encode_stream_table_state(state: StreamTableState, fp: str) -> bytes:
     """Encode a key group's state as a version-1 ``stream_table`` blob."""
-    return encode_tables(KIND, fp, {"history": state.history, "held": state.held}, state.seq)
+    return state.encode(fp)
 
 
 def decode_stream_table_state(
@@ -141,6 +177,4 @@ def decode_stream_table_state(
         StateDecodeError: A stored table's schema differs from the expected one.
         StateVersionError: See :func:`interlace.state.blob.decode`.
     """
-    schemas = {"history": history, "held": held}
-    tables, seq = decode_tables(data, KIND, fp, schemas, "stream-table")
-    return StreamTableState(tables["history"], tables["held"], seq)
+    return StreamTableState.decode(data, fp, history, held)
