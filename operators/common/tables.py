@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import ClassVar, Literal
 
 import pyarrow as pa
 from interlace.operators.common.checks import (
@@ -23,12 +23,15 @@ from interlace.operators.common.checks import (
     require_names,
 )
 from interlace.operators.common.names import RESERVED_PREFIX
-from interlace.operators.common.spec import LateDataFields
+from interlace.operators.common.spec import DEFAULT_DLQ_HORIZON_MS, LateDataFields
 from interlace.operators.errors import ConfigError
+from interlace.state import blob
+from interlace.state.keygroups import DEFAULT_JOIN_KEY_GROUPS, KEY_GROUP_ID_SCHEME
 
 __all__ = [
     "Emit",
     "TableLateData",
+    "TableJoinFields",
     "TableSide",
     "TwoTableFields",
     "check_table_late_data",
@@ -122,43 +125,105 @@ def check_value_columns(
     return names
 
 
-class TwoTableFields(LateDataFields):
+class TableJoinFields(LateDataFields):
+    """What every table join's spec derives from its fields (SEMANTICS §7–§9).
+
+    A mixin for the frozen spec dataclasses (it adds no fields and no slots), beside
+    :class:`~interlace.operators.common.spec.LateDataFields`: each side's event-time column,
+    the checks of the table vocabulary (``emit``, ``late_data`` without ``reopen``) and of the
+    prefixes and key groups, and the state fingerprint's fields every table join has.
+    """
+
+    __slots__ = ()
+
+    OPERATOR: ClassVar[str]
+    """The operator's name in the state fingerprint."""
+
+    left_keys: Sequence[str]
+    right_keys: Sequence[str]
+    how: str
+    emit: str
+    event_time_column: str | None
+    left_event_time_column: str | None
+    right_event_time_column: str | None
+    left_prefix: str
+    right_prefix: str
+
+    def side_event_time_column(self, side: str) -> str | None:
+        """Return the event-time column of ``side`` (``"left"`` / ``"right"``)."""
+        override = getattr(self, f"{side}_event_time_column")
+        return override if override is not None else self.event_time_column
+
+    def _check_table_vocabulary(self, what: str) -> None:
+        check_literal("emit", self.emit, Emit)
+        check_table_late_data(self.late_data, what)
+        check_late_data_fields(self.late_data, self.lateness_ms, None, self.dlq_horizon_ms, 0)
+
+    def _check_prefixes_and_key_groups(self) -> None:
+        check_str_fields(self, "left_prefix", "right_prefix")
+        self._check_key_groups()
+
+    def _fingerprint(
+        self, left_columns: Sequence[str], right_columns: Sequence[str], **fields: object
+    ) -> str:
+        """The state fingerprint: the keys, ``how``, ``emit``, key groups, both inputs' columns.
+
+        ``fields``: the operator's own fields that give its stored state its meaning.
+        """
+        return blob.fingerprint(
+            {
+                "operator": self.OPERATOR,
+                "left_keys": list(self.left_keys),
+                "right_keys": list(self.right_keys),
+                "how": self.how,
+                "emit": self.emit,
+                **fields,
+                "key_groups": self.key_groups,
+                "key_group_ids": KEY_GROUP_ID_SCHEME,
+                "left_columns": list(left_columns),
+                "right_columns": list(right_columns),
+            }
+        )
+
+
+@dataclass(frozen=True)
+class TwoTableFields(TableJoinFields):
     """The fields of a join of two changelog tables (SEMANTICS §7, §9) and what derives from them.
 
-    A mixin for the frozen spec dataclasses of the table-table and foreign-key joins (it adds
-    no fields): the spec declares the event-time, value, tombstone, late-data and prefix
-    fields with their per-side overrides, and calls :meth:`_check_table_fields` from its
+    The base of the frozen spec dataclasses of the table-table and foreign-key joins: it
+    declares the fields both have (each spec narrows ``how`` to its own values and lists them
+    all in its docstring), and the spec calls :meth:`_check_table_fields` from its
     ``__post_init__`` once its keys are normalised. ``value_columns`` / ``tombstone_column``
     apply to both tables, ``left_value_columns`` / ``right_tombstone_column`` ... to one
-    (docs/table-joins-semantics-notes.md §10).
+    (docs/table-joins-semantics-notes.md §10). No slots of its own: the specs have them.
     """
 
     __slots__ = ()
 
     left_keys: Sequence[str]
     right_keys: Sequence[str]
-    emit: str
-    event_time_column: str | None
-    left_event_time_column: str | None
-    right_event_time_column: str | None
-    tombstone_column: str | None
-    left_tombstone_column: str | None
-    right_tombstone_column: str | None
-    value_columns: Sequence[str] | None
-    left_value_columns: Sequence[str] | None
-    right_value_columns: Sequence[str] | None
-    left_prefix: str
-    right_prefix: str
+    how: str = "inner"
+    event_time_column: str | None = None
+    left_event_time_column: str | None = None
+    right_event_time_column: str | None = None
+    lateness_ms: int = 0
+    emit: Emit = "final"
+    tombstone_column: str | None = None
+    left_tombstone_column: str | None = None
+    right_tombstone_column: str | None = None
+    value_columns: Sequence[str] | None = None
+    left_value_columns: Sequence[str] | None = None
+    right_value_columns: Sequence[str] | None = None
+    late_data: TableLateData = "drop"
+    dlq_horizon_ms: int = DEFAULT_DLQ_HORIZON_MS
+    left_prefix: str = "left_"
+    right_prefix: str = "right_"
+    key_groups: int = DEFAULT_JOIN_KEY_GROUPS
 
     @property
     def horizon_ms(self) -> int:
         """``H``: 0 (SEMANTICS §7), plus ``dlq_horizon_ms`` under dlq (semantics notes §1)."""
         return self.dlq_horizon_ms if self.late_data == "dlq" else 0
-
-    def side_event_time_column(self, side: str) -> str | None:
-        """Return the event-time column of ``side`` (``"left"`` / ``"right"``)."""
-        override = getattr(self, f"{side}_event_time_column")
-        return override if override is not None else self.event_time_column
 
     def side_tombstone_column(self, side: str) -> str | None:
         """Return the tombstone column of ``side``'s table (its own, else the shared one)."""
@@ -171,11 +236,27 @@ class TwoTableFields(LateDataFields):
         chosen = override if override is not None else self.value_columns
         return None if chosen is None else tuple(chosen)
 
+    def state_fingerprint(self, left_columns: Sequence[str], right_columns: Sequence[str]) -> str:
+        """Fingerprint of the fields that give the stored versions their meaning.
+
+        ``lateness_ms``, ``late_data`` and the prefixes are not in it: changing them keeps
+        every stored version meaningful.
+        """
+        return self._fingerprint(
+            left_columns,
+            right_columns,
+            tombstone=[self.side_tombstone_column(s) for s in ("left", "right")],
+            values=[self.side_value_columns(s) for s in ("left", "right")],
+            **self._own_fingerprint_fields(),
+        )
+
+    def _own_fingerprint_fields(self) -> dict[str, object]:
+        """The spec's own fields in the state fingerprint (the foreign key columns)."""
+        return {}
+
     def _check_table_fields(self, what: str) -> None:
         setattr_ = object.__setattr__
-        check_literal("emit", self.emit, Emit)
-        check_table_late_data(self.late_data, what)
-        check_late_data_fields(self.late_data, self.lateness_ms, None, self.dlq_horizon_ms, 0)
+        self._check_table_vocabulary(what)
         check_event_time_columns(self)
         for field in ("value_columns", "left_value_columns", "right_value_columns"):
             setattr_(self, field, as_name_tuple(field, getattr(self, field), allow_none=True))
@@ -188,8 +269,7 @@ class TwoTableFields(LateDataFields):
                 self.side_event_time_column(side),
                 self.side_tombstone_column(side),
             )
-        check_str_fields(self, "left_prefix", "right_prefix")
-        self._check_key_groups()
+        self._check_prefixes_and_key_groups()
 
 
 @dataclass(frozen=True)

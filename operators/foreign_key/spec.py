@@ -13,11 +13,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from interlace.operators.common.checks import as_name_tuple, check_literal
-from interlace.operators.common.spec import DEFAULT_DLQ_HORIZON_MS
-from interlace.operators.common.tables import Emit, TableLateData, TwoTableFields
+from interlace.operators.common.tables import TwoTableFields
 from interlace.operators.errors import ConfigError
-from interlace.state import blob
-from interlace.state.keygroups import DEFAULT_JOIN_KEY_GROUPS, KEY_GROUP_ID_SCHEME
 
 __all__ = ["ForeignKeyHow", "ForeignKeyJoin"]
 
@@ -29,8 +26,23 @@ ForeignKeyHow = Literal["inner", "left"]
 """
 
 
+@dataclass(frozen=True)
+class _ForeignKeyColumns:
+    """Puts ``foreign_key_columns`` right after ``left_keys`` among the fields.
+
+    A dataclass takes its bases' fields last base first: as the last base of
+    :class:`ForeignKeyJoin`, this one's ``left_keys, foreign_key_columns`` come before
+    :class:`~interlace.operators.common.tables.TwoTableFields`' ``right_keys, how, ...``.
+    """
+
+    __slots__ = ()
+
+    left_keys: Sequence[str]
+    foreign_key_columns: Sequence[str]
+
+
 @dataclass(frozen=True, slots=True)
-class ForeignKeyJoin(TwoTableFields):
+class ForeignKeyJoin(TwoTableFields, _ForeignKeyColumns):
     """A changelog table joined with another by a foreign key; the output is a changelog.
 
     The left table (primary key ``left_keys``) carries ``foreign_key_columns``; a present
@@ -83,26 +95,11 @@ class ForeignKeyJoin(TwoTableFields):
             whole right table (each right update is replicated into all of them).
     """
 
-    left_keys: Sequence[str]
-    foreign_key_columns: Sequence[str]
-    right_keys: Sequence[str]
+    OPERATOR = "foreign_key"
+
+    # The fields are _ForeignKeyColumns' then TwoTableFields' (the Args above, in that
+    # order); `how` narrowed here.
     how: ForeignKeyHow = "inner"
-    event_time_column: str | None = None
-    left_event_time_column: str | None = None
-    right_event_time_column: str | None = None
-    lateness_ms: int = 0
-    emit: Emit = "final"
-    tombstone_column: str | None = None
-    left_tombstone_column: str | None = None
-    right_tombstone_column: str | None = None
-    value_columns: Sequence[str] | None = None
-    left_value_columns: Sequence[str] | None = None
-    right_value_columns: Sequence[str] | None = None
-    late_data: TableLateData = "drop"
-    dlq_horizon_ms: int = DEFAULT_DLQ_HORIZON_MS
-    left_prefix: str = "left_"
-    right_prefix: str = "right_"
-    key_groups: int = DEFAULT_JOIN_KEY_GROUPS
 
     def __post_init__(self) -> None:
         setattr_ = object.__setattr__
@@ -137,25 +134,5 @@ class ForeignKeyJoin(TwoTableFields):
             )
             raise ConfigError(msg)
 
-    def state_fingerprint(self, left_columns: Sequence[str], right_columns: Sequence[str]) -> str:
-        """Fingerprint of the fields that give the stored versions their meaning.
-
-        ``lateness_ms``, ``late_data`` and the prefixes are not in it: changing them keeps
-        every stored version meaningful.
-        """
-        return blob.fingerprint(
-            {
-                "operator": "foreign_key",
-                "left_keys": list(self.left_keys),
-                "foreign_key_columns": list(self.foreign_key_columns),
-                "right_keys": list(self.right_keys),
-                "how": self.how,
-                "emit": self.emit,
-                "tombstone": [self.side_tombstone_column(s) for s in ("left", "right")],
-                "values": [self.side_value_columns(s) for s in ("left", "right")],
-                "key_groups": self.key_groups,
-                "key_group_ids": KEY_GROUP_ID_SCHEME,
-                "left_columns": list(left_columns),
-                "right_columns": list(right_columns),
-            }
-        )
+    def _own_fingerprint_fields(self) -> dict[str, object]:
+        return {"foreign_key_columns": list(self.foreign_key_columns)}

@@ -15,19 +15,16 @@ from interlace.operators.common.checks import (
     check_event_time_columns,
     check_int,
     check_key_lists,
-    check_late_data_fields,
     check_literal,
-    check_str_fields,
 )
-from interlace.operators.common.spec import DEFAULT_DLQ_HORIZON_MS, LateDataFields
+from interlace.operators.common.spec import DEFAULT_DLQ_HORIZON_MS
 from interlace.operators.common.tables import (
     Emit,
+    TableJoinFields,
     TableLateData,
-    check_table_late_data,
     check_value_columns,
 )
-from interlace.state import blob
-from interlace.state.keygroups import DEFAULT_JOIN_KEY_GROUPS, KEY_GROUP_ID_SCHEME
+from interlace.state.keygroups import DEFAULT_JOIN_KEY_GROUPS
 
 __all__ = ["StreamTableHow", "StreamTableJoin"]
 
@@ -40,7 +37,7 @@ StreamTableHow = Literal["inner", "left"]
 
 
 @dataclass(frozen=True, slots=True)
-class StreamTableJoin(LateDataFields):
+class StreamTableJoin(TableJoinFields):
     """A stream joined with a changelog table as of event time (SEMANTICS §7–§8).
 
     Each stream row ``s`` at ``t`` joins the table version of its key as of ``t``: the update
@@ -98,6 +95,8 @@ class StreamTableJoin(LateDataFields):
     right_prefix: str = "right_"
     key_groups: int = DEFAULT_JOIN_KEY_GROUPS
 
+    OPERATOR = "stream_table"
+
     def __post_init__(self) -> None:
         setattr_ = object.__setattr__
         left_keys, right_keys = check_key_lists(
@@ -108,9 +107,7 @@ class StreamTableJoin(LateDataFields):
         setattr_(self, "left_keys", left_keys)
         setattr_(self, "right_keys", right_keys)
         check_literal("how", self.how, StreamTableHow)
-        check_literal("emit", self.emit, Emit)
-        check_table_late_data(self.late_data, "the stream-table join")
-        check_late_data_fields(self.late_data, self.lateness_ms, None, self.dlq_horizon_ms, 0)
+        self._check_table_vocabulary("the stream-table join")
         check_int("history_retention_ms", self.history_retention_ms, minimum=0, allow_none=True)
         check_event_time_columns(self)
         setattr_(
@@ -124,8 +121,7 @@ class StreamTableJoin(LateDataFields):
                 self.tombstone_column,
             ),
         )
-        check_str_fields(self, "left_prefix", "right_prefix")
-        self._check_key_groups()
+        self._check_prefixes_and_key_groups()
 
     # Derived values --------------------------------------------------------------------------
 
@@ -144,12 +140,8 @@ class StreamTableJoin(LateDataFields):
         """
         return self.retention_ms + (self.dlq_horizon_ms if self.late_data == "dlq" else 0)
 
-    # watermark_delay_ms (lateness_ms + H): LateDataFields.
-
-    def side_event_time_column(self, side: str) -> str | None:
-        """Return the event-time column of ``side`` (``"left"``: stream, ``"right"``: table)."""
-        override = self.left_event_time_column if side == "left" else self.right_event_time_column
-        return override if override is not None else self.event_time_column
+    # watermark_delay_ms (lateness_ms + H): LateDataFields; side_event_time_column:
+    # TableJoinFields.
 
     def state_fingerprint(self, left_columns: Sequence[str], right_columns: Sequence[str]) -> str:
         """Fingerprint of the fields that give the stored history and held rows their meaning.
@@ -157,18 +149,9 @@ class StreamTableJoin(LateDataFields):
         ``history_retention_ms`` and ``lateness_ms`` are not in it: changing them keeps every
         stored version meaningful (a longer retention just keeps more from then on).
         """
-        return blob.fingerprint(
-            {
-                "operator": "stream_table",
-                "left_keys": list(self.left_keys),
-                "right_keys": list(self.right_keys),
-                "how": self.how,
-                "emit": self.emit,
-                "tombstone_column": self.tombstone_column,
-                "value_columns": None if self.value_columns is None else list(self.value_columns),
-                "key_groups": self.key_groups,
-                "key_group_ids": KEY_GROUP_ID_SCHEME,
-                "left_columns": list(left_columns),
-                "right_columns": list(right_columns),
-            }
+        return self._fingerprint(
+            left_columns,
+            right_columns,
+            tombstone_column=self.tombstone_column,
+            value_columns=None if self.value_columns is None else list(self.value_columns),
         )

@@ -8,15 +8,11 @@ tombstone columns with per-side overrides, late data, prefixes) and their checks
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 from interlace.operators.common.checks import check_key_lists, check_literal
-from interlace.operators.common.spec import DEFAULT_DLQ_HORIZON_MS
-from interlace.operators.common.tables import Emit, TableLateData, TwoTableFields
-from interlace.state import blob
-from interlace.state.keygroups import DEFAULT_JOIN_KEY_GROUPS, KEY_GROUP_ID_SCHEME
+from interlace.operators.common.tables import TwoTableFields
 
 __all__ = ["TableHow", "TableJoin"]
 
@@ -73,25 +69,10 @@ class TableJoin(TwoTableFields):
         key_groups: Number of key groups (state and Python calls are per key group).
     """
 
-    left_keys: Sequence[str]
-    right_keys: Sequence[str]
+    OPERATOR = "table"
+
+    # The fields are TwoTableFields' (the Args above, in that order); `how` narrowed here.
     how: TableHow = "inner"
-    event_time_column: str | None = None
-    left_event_time_column: str | None = None
-    right_event_time_column: str | None = None
-    lateness_ms: int = 0
-    emit: Emit = "final"
-    tombstone_column: str | None = None
-    left_tombstone_column: str | None = None
-    right_tombstone_column: str | None = None
-    value_columns: Sequence[str] | None = None
-    left_value_columns: Sequence[str] | None = None
-    right_value_columns: Sequence[str] | None = None
-    late_data: TableLateData = "drop"
-    dlq_horizon_ms: int = DEFAULT_DLQ_HORIZON_MS
-    left_prefix: str = "left_"
-    right_prefix: str = "right_"
-    key_groups: int = DEFAULT_JOIN_KEY_GROUPS
 
     def __post_init__(self) -> None:
         left_keys, right_keys = check_key_lists(
@@ -101,25 +82,3 @@ class TableJoin(TwoTableFields):
         object.__setattr__(self, "right_keys", right_keys)
         check_literal("how", self.how, TableHow)
         self._check_table_fields("the table-table join")
-
-    def state_fingerprint(self, left_columns: Sequence[str], right_columns: Sequence[str]) -> str:
-        """Fingerprint of the fields that give the stored versions their meaning.
-
-        ``lateness_ms``, ``late_data`` and the prefixes are not in it: changing them keeps
-        every stored version meaningful.
-        """
-        return blob.fingerprint(
-            {
-                "operator": "table",
-                "left_keys": list(self.left_keys),
-                "right_keys": list(self.right_keys),
-                "how": self.how,
-                "emit": self.emit,
-                "tombstone": [self.side_tombstone_column(s) for s in ("left", "right")],
-                "values": [self.side_value_columns(s) for s in ("left", "right")],
-                "key_groups": self.key_groups,
-                "key_group_ids": KEY_GROUP_ID_SCHEME,
-                "left_columns": list(left_columns),
-                "right_columns": list(right_columns),
-            }
-        )
