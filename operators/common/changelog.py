@@ -13,8 +13,9 @@ key groups other than its home one) are excluded from counts and dead letters by
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Protocol
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar, Self
 
 import numpy as np
 import pyarrow as pa
@@ -22,14 +23,20 @@ from interlace.operators.common.arrow import i64
 from interlace.operators.common.deadletters import dead_letter
 from interlace.operators.common.keys import has_null_key
 from interlace.operators.common.names import DEAD_LETTER_COLUMN, RESERVED_PREFIX
-from interlace.operators.common.prepare import SIDE_COLUMN
-from interlace.operators.common.tables import TableSide
-from interlace.operators.errors import ConfigError
+from interlace.operators.common.prepare import HOME_COLUMN, SIDE_COLUMN
+from interlace.operators.common.tables import (
+    TablePlan,
+    TableSide,
+    TwoTableFields,
+    check_output_names,
+)
 from interlace.state.buffers import TIME_COLUMN
+from interlace.state.tables import SEQ_COLUMN
 from numpy.typing import NDArray
 
 __all__ = [
     "EVENT_TIME_OUT",
+    "KEY_PREFIX",
     "OP_COLUMN",
     "OP_DELETE",
     "OP_UPSERT",
@@ -51,22 +58,91 @@ OP_COLUMN, EVENT_TIME_OUT, VERSION_COLUMN = "op", "event_time", "version"
 """The fixed output columns of a changelog (SEMANTICS §9)."""
 OP_UPSERT, OP_DELETE = "upsert", "delete"
 SIDE_NAMES = ("left", "right")
+KEY_PREFIX = RESERVED_PREFIX + "k"
 
 
-class ChangelogPlan(Protocol):
-    """What the shared pieces read from a two-table join's plan."""
+@dataclass(frozen=True)
+class ChangelogPlan(TablePlan):
+    """What the two changelog joins' plans share (table-table, foreign-key; SEMANTICS §9).
+
+    Both tables resolved against their schemas, the output key's types (the state's key
+    columns ``__il_k<i>`` have them) and the event time's; the prepared input (side tag, µs
+    time, the home flag under replication, then every column of both tables), the held
+    updates and the output derive from them.
+    """
+
+    sides: tuple[TableSide, TableSide]
+    key_types: tuple[pa.DataType, ...]
+    time_type: pa.DataType
+
+    replicated_side: ClassVar[int | None] = None
+    """The side whose updates reach every key group (the prepared input has the home flag)."""
 
     @property
-    def sides(self) -> tuple[TableSide, TableSide]:
-        """Both tables resolved against their schemas (left, right)."""
+    def key_internal(self) -> tuple[str, ...]:
+        """The state's output key columns (``__il_k<i>``, typed :attr:`key_types`)."""
+        return tuple(f"{KEY_PREFIX}{i}" for i in range(len(self.key_types)))
 
     @property
-    def dlq(self) -> bool:
-        """Whether rejected updates become dead letters."""
+    def input_schema(self) -> pa.Schema:
+        """The prepared input's schema: side tag, µs time, home flag, left and right columns.
+
+        The home flag only under replication (:attr:`replicated_side`).
+        """
+        head = [pa.field(SIDE_COLUMN, pa.int32()), pa.field(TIME_COLUMN, pa.int64())]
+        if self.replicated_side is not None:
+            head.append(pa.field(HOME_COLUMN, pa.bool_()))
+        return pa.schema(head + list(self.sides[0].payload) + list(self.sides[1].payload))
+
+    @property
+    def held_schema(self) -> pa.Schema:
+        """Schema of the held updates: the prepared input plus the arrival number."""
+        return self.input_schema.append(pa.field(SEQ_COLUMN, pa.int64()))
+
+    def value_fields(self, side: int) -> list[pa.Field]:
+        """The internal value fields of ``side`` (0 left, 1 right)."""
+        s = self.sides[side]
+        return [s.payload.field(n) for n in s.value_internal]
 
     @property
     def output_schema(self) -> pa.Schema:
-        """The output schema; its last column is ``_dead_letter`` under dlq."""
+        """Arrow schema of the output rows, in :attr:`output_names` order."""
+        types = list(self.key_types)
+        types += [f.type for f in self.value_fields(0)] + [f.type for f in self.value_fields(1)]
+        return self._output_schema([*types, pa.string(), self.time_type, pa.int64()])
+
+    @classmethod
+    def _resolved(
+        cls,
+        spec: TwoTableFields,
+        left: pa.Schema,
+        right: pa.Schema,
+        sides: tuple[TableSide, TableSide],
+        **own: Any,
+    ) -> Self:
+        """The plan of ``spec`` with both tables ``sides`` and the plan's ``own`` fields.
+
+        Raises:
+            ConfigError: Two output columns collide.
+        """
+        names = changelog_output_names(
+            spec.left_keys,
+            [spec.left_prefix + v for v in sides[0].value_names],
+            [spec.right_prefix + v for v in sides[1].value_names],
+            spec.late_data == "dlq",
+        )
+        make: Callable[..., Self] = cls
+        return make(
+            how=spec.how,
+            emit=spec.emit,
+            late_data=spec.late_data,
+            horizon_ms=spec.horizon_ms,
+            output_names=names,
+            fp=spec.state_fingerprint(left.names, right.names),
+            sides=sides,
+            time_type=left.field(spec.side_event_time_column("left")).type,
+            **own,
+        )
 
 
 def bools(a: pa.ChunkedArray | pa.Array) -> NDArray[np.bool_]:
@@ -148,22 +224,12 @@ def changelog_output_names(
     names = [*keys, *left_values, *right_values, OP_COLUMN, EVENT_TIME_OUT, VERSION_COLUMN]
     if dlq:
         names.append(DEAD_LETTER_COLUMN)
-    dupes = sorted({n for n in names if names.count(n) > 1})
-    if dupes:
-        msg = (
-            f"output columns {dupes} appear twice (the keys, `left_prefix` / `right_prefix` + "
-            f"value columns, and the fixed {OP_COLUMN!r}, {EVENT_TIME_OUT!r}, "
-            f"{VERSION_COLUMN!r}); choose other prefixes or value columns"
-        )
-        raise ConfigError(msg)
-    bad = [n for n in names if n.startswith(RESERVED_PREFIX)]
-    if bad:
-        msg = (
-            f"output columns {bad} use the reserved prefix {RESERVED_PREFIX!r}; change "
-            "`left_prefix` / `right_prefix`"
-        )
-        raise ConfigError(msg)
-    return tuple(names)
+    return check_output_names(
+        names,
+        "the keys, `left_prefix` / `right_prefix` + value columns, and the fixed "
+        f"{OP_COLUMN!r}, {EVENT_TIME_OUT!r}, {VERSION_COLUMN!r}",
+        "choose other prefixes or value columns",
+    )
 
 
 def reject_updates(

@@ -29,6 +29,7 @@ __all__ = [
     "require_columns",
     "require_names",
     "require_streaming",
+    "side_field",
 ]
 
 
@@ -223,3 +224,12 @@ def check_str_fields(spec: object, *fields: str) -> None:
         if not isinstance(getattr(spec, fname), str):
             msg = f"`{fname}` must be a str (got {getattr(spec, fname)!r})"
             raise ConfigError(msg)
+
+
+def side_field(spec: object, side: str, name: str) -> str:
+    """The spec field that sets ``side``'s ``name``: ``{side}_{name}`` if given, else ``name``.
+
+    For messages about a per-side override (``left_event_time_column``) or the shared field
+    (``event_time_column``) it overrides.
+    """
+    return f"{side}_{name}" if getattr(spec, f"{side}_{name}") is not None else name

@@ -12,7 +12,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from interlace.operators.common.checks import check_event_time, check_input, require_columns
+from interlace.operators.common.checks import (
+    check_event_time,
+    check_input,
+    require_columns,
+    side_field,
+)
 from interlace.operators.common.names import (
     EVENT_TIME_COLUMN,
     KEY_GROUP_COLUMN,
@@ -113,9 +118,7 @@ def checked_side(df: Any, spec: Any, side: str, what: str, time_mode: str) -> tu
     check_input(df, what)
     et = spec.side_event_time_column(side)
     assert et is not None
-    own = getattr(spec, f"{side}_event_time_column") is not None
-    field_name = f"{side}_event_time_column" if own else "event_time_column"
-    df = with_event_time(df, et, field_name, what, time_mode)
+    df = with_event_time(df, et, side_field(spec, side, "event_time_column"), what, time_mode)
     require_columns(df, spec.left_keys if side == "left" else spec.right_keys, f"{side}_keys", what)
     return df, et
 

@@ -21,6 +21,7 @@ from interlace.operators.common.checks import (
     check_literal,
     check_str_fields,
     require_names,
+    side_field,
 )
 from interlace.operators.common.names import RESERVED_PREFIX
 from interlace.operators.common.spec import DEFAULT_DLQ_HORIZON_MS, LateDataFields
@@ -32,11 +33,14 @@ __all__ = [
     "Emit",
     "TableLateData",
     "TableJoinFields",
+    "TablePlan",
     "TableSide",
     "TwoTableFields",
+    "check_output_names",
     "check_table_late_data",
     "check_value_columns",
     "spec_table_side",
+    "spec_table_sides",
     "table_side",
 ]
 
@@ -261,9 +265,8 @@ class TwoTableFields(TableJoinFields):
         for field in ("value_columns", "left_value_columns", "right_value_columns"):
             setattr_(self, field, as_name_tuple(field, getattr(self, field), allow_none=True))
         for side in ("left", "right"):
-            own = getattr(self, f"{side}_value_columns") is not None
             check_value_columns(
-                f"{side}_value_columns" if own else "value_columns",
+                side_field(self, side, "value_columns"),
                 self.side_value_columns(side),
                 self.left_keys if side == "left" else self.right_keys,
                 self.side_event_time_column(side),
@@ -298,6 +301,57 @@ class TableSide:
     def internal(self, name: str) -> str:
         """The internal name of the input column ``name``."""
         return str(self.payload.names[self.names.index(name)])
+
+
+@dataclass(frozen=True)
+class TablePlan:
+    """What every table join's plan holds: the modes, the output columns, the fingerprint.
+
+    The base of the stream-table, table-table and foreign-key plans (picklable, shipped to the
+    Python workers).
+    """
+
+    how: str
+    emit: str
+    late_data: str
+    horizon_ms: int
+    output_names: tuple[str, ...]
+    fp: str
+
+    @property
+    def dlq(self) -> bool:
+        """Whether late rows are dead-lettered."""
+        return self.late_data == "dlq"
+
+    def _output_schema(self, types: Sequence[pa.DataType]) -> pa.Schema:
+        """The output schema: :attr:`output_names` typed ``types``, plus the dead letter (dlq)."""
+        typed = [*types, pa.string()] if self.dlq else list(types)
+        return pa.schema([pa.field(n, t) for n, t in zip(self.output_names, typed, strict=True)])
+
+
+def check_output_names(names: Sequence[str], origin: str, fix: str) -> tuple[str, ...]:
+    """Return a join's output columns, checked: no name twice, none with the reserved prefix.
+
+    Args:
+        names: The output columns.
+        origin: Where they come from, for the message on a name that appears twice.
+        fix: What to change then.
+
+    Raises:
+        ConfigError: Two output columns share a name, or one uses the reserved prefix.
+    """
+    dupes = sorted({n for n in names if list(names).count(n) > 1})
+    if dupes:
+        msg = f"output columns {dupes} appear twice ({origin}); {fix}"
+        raise ConfigError(msg)
+    bad = [n for n in names if n.startswith(RESERVED_PREFIX)]
+    if bad:
+        msg = (
+            f"output columns {bad} use the reserved prefix {RESERVED_PREFIX!r}; change "
+            "`left_prefix` / `right_prefix`"
+        )
+        raise ConfigError(msg)
+    return tuple(names)
 
 
 def table_side(
@@ -365,20 +419,23 @@ def spec_table_side(spec: TwoTableFields, side: str, schema: pa.Schema) -> Table
     """
     et = spec.side_event_time_column(side)
     assert et is not None
-
-    def field(name: str) -> str:
-        return f"{side}_{name}" if getattr(spec, f"{side}_{name}") is not None else name
-
     return table_side(
         schema,
         RESERVED_PREFIX + side[0],
         spec.left_keys if side == "left" else spec.right_keys,
         f"{side}_keys",
         et,
-        field("event_time_column"),
+        side_field(spec, side, "event_time_column"),
         spec.side_tombstone_column(side),
-        field("tombstone_column"),
+        side_field(spec, side, "tombstone_column"),
         spec.side_value_columns(side),
-        field("value_columns"),
+        side_field(spec, side, "value_columns"),
         f"the {side} table",
     )
+
+
+def spec_table_sides(
+    spec: TwoTableFields, left: pa.Schema, right: pa.Schema
+) -> tuple[TableSide, TableSide]:
+    """Resolve both tables of a two-table join ``spec`` (:func:`spec_table_side`)."""
+    return spec_table_side(spec, "left", left), spec_table_side(spec, "right", right)

@@ -225,7 +225,7 @@ class _Apply:
         stored_l, due_l = _codes(
             [[st.left.column(k) for k in plan.key_internal],
              [due.column(k) for k in left.key_internal]],
-            plan.left_key_types, True)
+            plan.key_types, True)
         stored_r, due_r, stored_fk, due_fk = _codes(
             [[st.right.column(k) for k in plan.fk_state],
              [due.column(k) for k in right.key_internal],
@@ -456,7 +456,7 @@ class _Apply:
         rows = due.take(pa.array(last))
         t = i64(rows.column(TIME_COLUMN))
         cols: list[pa.Array | pa.ChunkedArray] = [
-            rows.column(k).cast(typ) for k, typ in zip(left.key_internal, plan.left_key_types,
+            rows.column(k).cast(typ) for k, typ in zip(left.key_internal, plan.key_types,
                                                        strict=True)
         ]
         cols += [pa.array(t, pa.int64()), pa.array(self.deleted[last], pa.bool_())]

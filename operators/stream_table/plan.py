@@ -13,11 +13,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
-from interlace.operators.common.checks import require_names
+from interlace.operators.common.checks import require_names, side_field
 from interlace.operators.common.keytypes import common_key_arrow_type
 from interlace.operators.common.names import DEAD_LETTER_COLUMN, RESERVED_PREFIX
 from interlace.operators.common.prepare import SIDE_COLUMN
-from interlace.operators.errors import ConfigError
+from interlace.operators.common.tables import TablePlan, check_output_names, table_side
 from interlace.operators.stream_table.spec import StreamTableJoin
 from interlace.state.buffers import TIME_COLUMN
 from interlace.state.tables import held_schema, history_schema
@@ -37,10 +37,11 @@ RIGHT_VALID_FROM = "right_valid_from"
 """The output column holding the joined version's event time (NULL when absent), SEMANTICS §8."""
 _STREAM_INTERNAL = RESERVED_PREFIX + "l"
 _TABLE_INTERNAL = RESERVED_PREFIX + "r"
+_STREAM, _TABLE = "the stream (left input)", "the table (right input)"
 
 
 @dataclass(frozen=True)
-class StreamTablePlan:
+class StreamTablePlan(TablePlan):
     """Everything :func:`~.step.step` needs, resolved against the input schemas.
 
     Built by :func:`~.shim.prepare_stream_table_join`; tests build it from Arrow schemas with
@@ -49,11 +50,7 @@ class StreamTablePlan:
     table column (a row fills its own side's, the other side's are NULL).
     """
 
-    how: str
-    emit: str
-    late_data: str
     retention_us: int
-    horizon_ms: int
     stream_names: tuple[str, ...]
     table_names: tuple[str, ...]
     stream_payload: pa.Schema
@@ -65,13 +62,6 @@ class StreamTablePlan:
     value_internal: tuple[str, ...]
     valid_from_internal: str
     tombstone_internal: str | None
-    output_names: tuple[str, ...]
-    fp: str
-
-    @property
-    def dlq(self) -> bool:
-        """Whether late rows are dead-lettered."""
-        return self.late_data == "dlq"
 
     @property
     def input_schema(self) -> pa.Schema:
@@ -101,9 +91,7 @@ class StreamTablePlan:
         types = [f.type for f in self.stream_payload]
         types += [self.table_payload.field(n).type for n in self.value_internal]
         types.append(self.table_payload.field(self.valid_from_internal).type)
-        if self.dlq:
-            types.append(pa.string())
-        return pa.schema([pa.field(n, t) for n, t in zip(self.output_names, types, strict=True)])
+        return self._output_schema(types)
 
     @classmethod
     def from_schemas(
@@ -116,32 +104,28 @@ class StreamTablePlan:
                 tombstone column is not boolean, key types are incompatible, or two output
                 columns collide.
         """
-        sn, tn = tuple(stream.names), tuple(table.names)
+        sn = tuple(stream.names)
         set_, tet = spec.side_event_time_column("left"), spec.side_event_time_column("right")
         assert set_ is not None and tet is not None
-        require_names(sn, spec.left_keys, "left_keys", "the stream (left input)")
-        require_names(tn, spec.right_keys, "right_keys", "the table (right input)")
-        for side, have, col in (("left", sn, set_), ("right", tn, tet)):
-            own = getattr(spec, f"{side}_event_time_column") is not None
-            field = f"{side}_event_time_column" if own else "event_time_column"
-            what = "the stream (left input)" if side == "left" else "the table (right input)"
-            require_names(have, [col], field, what, verb="name")
-        tomb = spec.tombstone_column
-        if tomb is not None:
-            require_names(tn, [tomb], "tombstone_column", "the table (right input)", verb="name")
-            if not pa.types.is_boolean(table.field(tomb).type):
-                msg = (
-                    f"`tombstone_column` {tomb!r} must be a boolean column (true = delete), got "
-                    f"{table.field(tomb).type}; cast it, e.g. F.col({tomb!r}).cast('boolean')"
-                )
-                raise ConfigError(msg)
-        values = _value_columns(spec, tn, tet)
+        require_names(sn, spec.left_keys, "left_keys", _STREAM)
+        require_names(sn, [set_], side_field(spec, "left", "event_time_column"), _STREAM,
+                      verb="name")
+        # SEMANTICS §7: the table's value columns default to every column but the keys, the
+        # event time and the tombstone column.
+        side = table_side(
+            table,
+            _TABLE_INTERNAL,
+            spec.right_keys,
+            "right_keys",
+            tet,
+            side_field(spec, "right", "event_time_column"),
+            spec.tombstone_column,
+            "tombstone_column",
+            spec.value_columns,
+            "value_columns",
+            _TABLE,
+        )
         spay = pa.schema([pa.field(f"{_STREAM_INTERNAL}{i}", f.type) for i, f in enumerate(stream)])
-        tpay = pa.schema([pa.field(f"{_TABLE_INTERNAL}{i}", f.type) for i, f in enumerate(table)])
-
-        def tint(name: str) -> str:
-            return str(tpay.names[tn.index(name)])
-
         key_types = tuple(
             common_key_arrow_type(lk, stream.field(lk).type, rk, table.field(rk).type)
             for lk, rk in zip(spec.left_keys, spec.right_keys, strict=True)
@@ -153,28 +137,19 @@ class StreamTablePlan:
             retention_us=spec.retention_ms * 1000,
             horizon_ms=spec.horizon_ms,
             stream_names=sn,
-            table_names=tn,
+            table_names=side.names,
             stream_payload=spay,
-            table_payload=tpay,
+            table_payload=side.payload,
             stream_key_internal=tuple(spay.names[sn.index(k)] for k in spec.left_keys),
-            table_key_internal=tuple(tint(k) for k in spec.right_keys),
+            table_key_internal=side.key_internal,
             key_types=key_types,
-            value_names=values,
-            value_internal=tuple(tint(v) for v in values),
-            valid_from_internal=tint(tet),
-            tombstone_internal=None if tomb is None else tint(tomb),
-            output_names=_output_names(spec, sn, values),
-            fp=spec.state_fingerprint(sn, tn),
+            value_names=side.value_names,
+            value_internal=side.value_internal,
+            valid_from_internal=side.time_internal,
+            tombstone_internal=side.tombstone_internal,
+            output_names=_output_names(spec, sn, side.value_names),
+            fp=spec.state_fingerprint(sn, side.names),
         )
-
-
-def _value_columns(spec: StreamTableJoin, table: Sequence[str], event_time: str) -> tuple[str, ...]:
-    """SEMANTICS §7: default every table column but the keys, the event time, the tombstone."""
-    if spec.value_columns is not None:
-        require_names(table, spec.value_columns, "value_columns", "the table (right input)")
-        return tuple(spec.value_columns)
-    excluded = {*spec.right_keys, event_time, spec.tombstone_column}
-    return tuple(n for n in table if n not in excluded)
 
 
 def _output_names(
@@ -185,19 +160,9 @@ def _output_names(
     names.append(RIGHT_VALID_FROM)
     if spec.late_data == "dlq":
         names.append(DEAD_LETTER_COLUMN)
-    dupes = sorted({n for n in names if names.count(n) > 1})
-    if dupes:
-        msg = (
-            f"output columns {dupes} appear twice (from `left_prefix`={spec.left_prefix!r}, "
-            f"`right_prefix`={spec.right_prefix!r}, `value_columns` and the fixed "
-            f"{RIGHT_VALID_FROM!r}); choose distinct prefixes or fewer value columns"
-        )
-        raise ConfigError(msg)
-    bad = [n for n in names if n.startswith(RESERVED_PREFIX)]
-    if bad:
-        msg = (
-            f"output columns {bad} use the reserved prefix {RESERVED_PREFIX!r}; change "
-            "`left_prefix` / `right_prefix`"
-        )
-        raise ConfigError(msg)
-    return tuple(names)
+    return check_output_names(
+        names,
+        f"from `left_prefix`={spec.left_prefix!r}, `right_prefix`={spec.right_prefix!r}, "
+        f"`value_columns` and the fixed {RIGHT_VALID_FROM!r}",
+        "choose distinct prefixes or fewer value columns",
+    )

@@ -21,6 +21,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from interlace.operators.common.arrow import i64
 from interlace.operators.common.changelog import (
+    OP_DELETE,
+    OP_UPSERT,
+    SIDE_NAMES,
     add_count,
     admit_updates,
     bools,
@@ -31,15 +34,7 @@ from interlace.operators.common.changelog import (
 )
 from interlace.operators.common.keys import key_codes
 from interlace.operators.common.prepare import SIDE_COLUMN
-from interlace.operators.table.plan import (
-    NEXT_VERSION,
-    OP_DELETE,
-    OP_UPSERT,
-    SIDE_DELETED,
-    SIDE_NAMES,
-    SIDE_TIME,
-    TableJoinPlan,
-)
+from interlace.operators.table.plan import NEXT_VERSION, SIDE_DELETED, SIDE_TIME, TableJoinPlan
 from interlace.state.buffers import TIME_COLUMN
 from interlace.state.table_join import TableJoinState
 from interlace.state.tables import SEQ_COLUMN
