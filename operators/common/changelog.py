@@ -48,10 +48,14 @@ __all__ = [
     "bools",
     "changelog_output_names",
     "dead_letter_rows",
+    "earliest_time_us",
     "reject_updates",
     "split_due",
+    "split_pending",
     "take_or_null",
+    "take_updates",
     "tombstone_mask",
+    "with_dead_letters",
 ]
 
 OP_COLUMN, EVENT_TIME_OUT, VERSION_COLUMN = "op", "event_time", "version"
@@ -103,6 +107,10 @@ class ChangelogPlan(TablePlan):
         """The internal value fields of ``side`` (0 left, 1 right)."""
         s = self.sides[side]
         return [s.payload.field(n) for n in s.value_internal]
+
+    def side_columns(self, side: int) -> tuple[pa.Schema, tuple[str, ...]]:
+        """Table ``side``'s internal payload schema and its column names (0 left, 1 right)."""
+        return self.sides[side].payload, self.sides[side].names
 
     @property
     def output_schema(self) -> pa.Schema:
@@ -233,7 +241,7 @@ def changelog_output_names(
 
 
 def reject_updates(
-    plan: ChangelogPlan,
+    plan: TablePlan,
     side: int,
     rows: pa.Table,
     wm_us: int | None,
@@ -247,9 +255,9 @@ def reject_updates(
     """
     name = SIDE_NAMES[side]
     if plan.dlq:
-        s = plan.sides[side]
+        payload, names = plan.side_columns(side)
         letters.append(
-            dead_letter_rows(rows, s.payload, s.names, name, reason, wm_us, plan.output_schema)
+            dead_letter_rows(rows, payload, names, name, reason, wm_us, plan.output_schema)
         )
         add_count(counters, f"dead_lettered_{name}", rows.num_rows)
     else:
@@ -286,19 +294,16 @@ def admit_updates(
     return rows.filter(pa.array(~drop)) if drop.any() else rows
 
 
-def split_due(
-    emit: str,
-    held: pa.Table,
-    arrived: pa.Table,
-    wm_us: int | None,
-    counters: dict[str, int],
-    counted: NDArray[np.bool_] | None = None,
-) -> tuple[pa.Table, pa.Table]:
-    """Split the held and newly arrived updates into (due now, still held) (SEMANTICS §9).
+def split_pending(
+    emit: str, held: pa.Table, arrived: pa.Table, wm_us: int | None
+) -> tuple[pa.Table, pa.Table, NDArray[np.bool_]]:
+    """Split the held and newly arrived rows into (due now, still held) (SEMANTICS §8, §9).
 
-    ``eager``: every update is due in the call that receives it. ``final``: an update is due
-    in the first call where ``wm > t``; with no watermark yet nothing is due. Counts the
-    arrived updates that stay held (``held_left/right``; only those in ``counted``).
+    ``eager``: every row is due in the call that receives it. ``final``: a row is due in the
+    first call where ``wm > t``; with no watermark yet nothing is due.
+
+    Returns:
+        The due rows, the rows still held, and which arrived rows stay held.
     """
     pending = pa.concat_tables([held, arrived]) if arrived.num_rows else held
     if emit == "eager":
@@ -308,11 +313,67 @@ def split_due(
     else:
         due_mask = wm_us > i64(pending.column(TIME_COLUMN))
     still = pending.filter(pa.array(~due_mask)) if not due_mask.all() else pending.slice(0, 0)
-    new_held = ~due_mask[held.num_rows :]
+    due = pending.filter(pa.array(due_mask)) if not due_mask.all() else pending
+    return due, still, ~due_mask[held.num_rows :]
+
+
+def split_due(
+    emit: str,
+    held: pa.Table,
+    arrived: pa.Table,
+    wm_us: int | None,
+    counters: dict[str, int],
+    counted: NDArray[np.bool_] | None = None,
+) -> tuple[pa.Table, pa.Table]:
+    """Split the held and newly arrived updates into (due now, still held) (:func:`split_pending`).
+
+    Counts the arrived updates that stay held (``held_left/right``; only those in ``counted``).
+    """
+    due, still, new_held = split_pending(emit, held, arrived, wm_us)
     if counted is not None:
         new_held &= counted
     new_side = np.asarray(arrived.column(SIDE_COLUMN).to_numpy(), dtype=np.int32)
     for s, name in enumerate(SIDE_NAMES):
         add_count(counters, f"held_{name}", int((new_held & (new_side == s)).sum()))
-    due = pending.filter(pa.array(due_mask)) if not due_mask.all() else pending
     return due, still
+
+
+def take_updates(
+    plan: ChangelogPlan,
+    held: pa.Table,
+    seq: int,
+    batch: pa.Table,
+    wm_us: int | None,
+    counters: dict[str, int],
+    letters: list[pa.Table],
+) -> tuple[pa.Table, pa.Table]:
+    """Take a call's updates: the due ones and those still held (SEMANTICS §7, §9).
+
+    Numbers the ``batch`` from the next arrival number ``seq`` (:data:`SEQ_COLUMN`), sets
+    aside updates without an event time or with a NULL key (:func:`admit_updates`) and splits
+    the ``held`` and admitted updates (:func:`split_due`). Under replication only the home
+    copies (:data:`HOME_COLUMN`) are counted.
+    """
+    numbers = pa.array(seq + np.arange(batch.num_rows, dtype=np.int64))
+    rows = batch.append_column(SEQ_COLUMN, numbers)
+    replicated = plan.replicated_side is not None
+    counted = _home(rows) if replicated else None
+    arrived = admit_updates(plan, rows, wm_us, counters, letters, counted)
+    counted = _home(arrived) if replicated else None
+    return split_due(plan.emit, held, arrived, wm_us, counters, counted)
+
+
+def _home(rows: pa.Table) -> NDArray[np.bool_]:
+    """The home flag of replicated rows (:data:`HOME_COLUMN`; NULL counts as home)."""
+    return bools(rows.column(HOME_COLUMN).fill_null(True))
+
+
+def earliest_time_us(rows: pa.Table) -> int | None:
+    """The earliest µs event time of ``rows`` (held ones: due when ``wm >`` it), or ``None``."""
+    times = i64(rows.column(TIME_COLUMN))
+    return int(times.min()) if len(times) else None
+
+
+def with_dead_letters(output: pa.Table, letters: list[pa.Table]) -> pa.Table:
+    """The call's output rows, then its dead letters."""
+    return pa.concat_tables([output, *letters]) if letters else output

@@ -323,6 +323,15 @@ class TablePlan:
         """Whether late rows are dead-lettered."""
         return self.late_data == "dlq"
 
+    @property
+    def output_schema(self) -> pa.Schema:
+        """Arrow schema of the output rows, in :attr:`output_names` order."""
+        raise NotImplementedError
+
+    def side_columns(self, side: int) -> tuple[pa.Schema, tuple[str, ...]]:
+        """Input ``side``'s internal payload schema and its column names (0 left, 1 right)."""
+        raise NotImplementedError
+
     def _output_schema(self, types: Sequence[pa.DataType]) -> pa.Schema:
         """The output schema: :attr:`output_names` typed ``types``, plus the dead letter (dlq)."""
         typed = [*types, pa.string()] if self.dlq else list(types)

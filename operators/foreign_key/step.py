@@ -34,12 +34,13 @@ from interlace.operators.common.changelog import (
     OP_DELETE,
     OP_UPSERT,
     add_count,
-    admit_updates,
     bools,
+    earliest_time_us,
     reject_updates,
-    split_due,
     take_or_null,
+    take_updates,
     tombstone_mask,
+    with_dead_letters,
 )
 from interlace.operators.common.keys import key_codes
 from interlace.operators.common.prepare import HOME_COLUMN, SIDE_COLUMN
@@ -115,19 +116,12 @@ def step(
     """
     counters: dict[str, int] = {}
     letters: list[pa.Table] = []
-    seq = pa.array(state.seq + np.arange(batch.num_rows, dtype=np.int64))
-    rows = batch.append_column(SEQ_COLUMN, seq)
-    home = bools(rows.column(HOME_COLUMN).fill_null(True))
-    arrived = admit_updates(plan, rows, wm_us, counters, letters, home)
-    home = bools(arrived.column(HOME_COLUMN).fill_null(True))
-    due, held = split_due(plan.emit, state.held, arrived, wm_us, counters, home)
-
+    due, held = take_updates(plan, state.held, state.seq, batch, wm_us, counters, letters)
     left, right, output = _Apply(plan, state, due, wm_us, counters, letters).run()
-    held_t = i64(held.column(TIME_COLUMN))
     return ForeignKeyStepResult(
-        output=pa.concat_tables([output, *letters]) if letters else output,
+        output=with_dead_letters(output, letters),
         state=ForeignKeyState(left, right, held.combine_chunks(), state.seq + batch.num_rows),
-        next_due_us=int(held_t.min()) if len(held_t) else None,
+        next_due_us=earliest_time_us(held),
         counters=counters,
     )
 

@@ -63,6 +63,12 @@ class StreamTablePlan(TablePlan):
     valid_from_internal: str
     tombstone_internal: str | None
 
+    def side_columns(self, side: int) -> tuple[pa.Schema, tuple[str, ...]]:
+        """Input ``side``'s internal payload schema and its column names (0 stream, 1 table)."""
+        if side == STREAM:
+            return self.stream_payload, self.stream_names
+        return self.table_payload, self.table_names
+
     @property
     def input_schema(self) -> pa.Schema:
         """The prepared input's schema: side tag, µs time, stream columns, table columns."""

@@ -15,11 +15,18 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 from interlace.operators.common.arrow import i64
-from interlace.operators.common.changelog import add_count, bools, dead_letter_rows, tombstone_mask
+from interlace.operators.common.changelog import (
+    add_count,
+    bools,
+    earliest_time_us,
+    reject_updates,
+    split_pending,
+    tombstone_mask,
+    with_dead_letters,
+)
 from interlace.operators.common.keys import has_null_key, key_codes, key_codes_across
 from interlace.operators.stream_table.plan import (
     SIDE_COLUMN,
-    SIDE_NAMES,
     STREAM,
     TABLE,
     StreamTablePlan,
@@ -58,16 +65,6 @@ class StreamTableStepResult:
     counters: dict[str, int]
 
 
-def _dead_letters(
-    plan: StreamTablePlan, side: int, rows: pa.Table, wm_us: int | None, reason: str
-) -> pa.Table:
-    """One dead-letter output row per row of ``rows`` (a side's payload columns), SEMANTICS §4."""
-    names = plan.stream_names if side == STREAM else plan.table_names
-    payload = plan.stream_payload if side == STREAM else plan.table_payload
-    return dead_letter_rows(rows, payload, names, SIDE_NAMES[side], reason, wm_us,
-                            plan.output_schema)
-
-
 def _admit(
     plan: StreamTablePlan,
     side: int,
@@ -80,23 +77,15 @@ def _admit(
 
     Late (SEMANTICS §8): ``t < wm - HR`` on arrival. Without a watermark nothing is late.
     """
-    name = SIDE_NAMES[side]
     null_t = bools(rows.column(TIME_COLUMN).is_null())
-    for mask, reason, dropped in (
-        (null_t, "null_event_time", "null_event_time_dropped"),
-        (None, "late", "late_dropped"),
-    ):
+    for mask, reason in ((null_t, "null_event_time"), (None, "late")):
         if mask is None:
             if wm_us is None or not rows.num_rows:
                 break
             mask = i64(rows.column(TIME_COLUMN)) < wm_us - plan.retention_us
         if not mask.any():
             continue
-        if plan.dlq:
-            letters.append(_dead_letters(plan, side, rows.filter(pa.array(mask)), wm_us, reason))
-            add_count(counters, f"dead_lettered_{name}", int(mask.sum()))
-        else:
-            add_count(counters, f"{dropped}_{name}", int(mask.sum()))
+        reject_updates(plan, side, rows.filter(pa.array(mask)), wm_us, reason, counters, letters)
         rows = rows.filter(pa.array(~mask))
     return rows
 
@@ -252,27 +241,19 @@ def step(
         null_key = has_null_key(arrived, plan.stream_key_internal)
         add_count(counters, "null_key_dropped_left", int(null_key.sum()))
         arrived = arrived.filter(pa.array(~null_key))
-    pending = pa.concat_tables([state.held, arrived]) if arrived.num_rows else state.held
-    if plan.emit == "eager":
-        due_mask = np.ones(pending.num_rows, dtype=bool)
-    elif wm_us is None:
-        due_mask = np.zeros(pending.num_rows, dtype=bool)
-    else:
-        due_mask = wm_us > i64(pending.column(TIME_COLUMN))
-    output = _joined(plan, pending.filter(pa.array(due_mask)), history, counters)
-    held = pending.filter(pa.array(~due_mask)) if not due_mask.all() else pending.slice(0, 0)
-    add_count(counters, "held_left", int((~due_mask[state.held.num_rows :]).sum()))
+    due, held, new_held = split_pending(plan.emit, state.held, arrived, wm_us)
+    output = _joined(plan, due, history, counters)
+    add_count(counters, "held_left", int(new_held.sum()))
 
     before = history.num_rows
     history, next_trim_us = _retain(plan, history, wm_us)
     add_count(counters, "versions_evicted", before - history.num_rows)
-    held_t = i64(held.column(TIME_COLUMN))
     return StreamTableStepResult(
-        output=pa.concat_tables([output, *letters]) if letters else output,
+        output=with_dead_letters(output, letters),
         state=StreamTableState(
             history.combine_chunks(), held.combine_chunks(), state.seq + batch.num_rows
         ),
-        next_due_us=int(held_t.min()) if len(held_t) else None,
+        next_due_us=earliest_time_us(held),
         next_trim_us=next_trim_us,
         counters=counters,
     )

@@ -25,12 +25,13 @@ from interlace.operators.common.changelog import (
     OP_UPSERT,
     SIDE_NAMES,
     add_count,
-    admit_updates,
     bools,
+    earliest_time_us,
     reject_updates,
-    split_due,
     take_or_null,
+    take_updates,
     tombstone_mask,
+    with_dead_letters,
 )
 from interlace.operators.common.keys import key_codes
 from interlace.operators.common.prepare import SIDE_COLUMN
@@ -136,16 +137,12 @@ def step(
     """
     counters: dict[str, int] = {}
     letters: list[pa.Table] = []
-    seq = pa.array(state.seq + np.arange(batch.num_rows, dtype=np.int64))
-    arrived = admit_updates(plan, batch.append_column(SEQ_COLUMN, seq), wm_us, counters, letters)
-    due, held = split_due(plan.emit, state.held, arrived, wm_us, counters)
-
+    due, held = take_updates(plan, state.held, state.seq, batch, wm_us, counters, letters)
     keys, output = _apply(plan, state.keys, due, wm_us, counters, letters)
-    held_t = i64(held.column(TIME_COLUMN))
     return TableJoinStepResult(
-        output=pa.concat_tables([output, *letters]) if letters else output,
+        output=with_dead_letters(output, letters),
         state=TableJoinState(keys, held.combine_chunks(), state.seq + batch.num_rows),
-        next_due_us=int(held_t.min()) if len(held_t) else None,
+        next_due_us=earliest_time_us(held),
         counters=counters,
     )
 
