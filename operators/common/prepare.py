@@ -18,18 +18,21 @@ from interlace.operators.common.checks import (
     require_columns,
     side_field,
 )
+from interlace.operators.common.connect import check_counters
 from interlace.operators.common.names import (
     EVENT_TIME_COLUMN,
     KEY_GROUP_COLUMN,
     RESERVED_PREFIX,
     TIME_US_COLUMN,
 )
+from interlace.operators.common.worker import guard_source_checkout
 from interlace.operators.errors import ConfigError
 from interlace.state.keygroups import key_group_ids, key_group_sql
 
 __all__ = [
     "HOME_COLUMN",
     "SIDE_COLUMN",
+    "checked_inputs",
     "checked_side",
     "prepared_columns",
     "two_sided_input",
@@ -123,25 +126,47 @@ def checked_side(df: Any, spec: Any, side: str, what: str, time_mode: str) -> tu
     return df, et
 
 
+def checked_inputs(
+    left: Any,
+    right: Any,
+    spec: Any,
+    counters: Any | None,
+    what: tuple[str, str],
+    time_mode: str = "event",
+) -> tuple[tuple[Any, str], tuple[Any, str]]:
+    """Check both inputs of a two-input operator (:func:`checked_side`) and where it runs.
+
+    The installed interlace must be the one the workers import
+    (:func:`~.worker.guard_source_checkout`), ``counters`` an accumulator of the same session
+    (:func:`~.connect.check_counters`).
+
+    Returns:
+        Each input, event time ready, with its event-time column.
+    """
+    guard_source_checkout(left.sparkSession)
+    check_counters(left, counters)
+    return (
+        checked_side(left, spec, "left", what[0], time_mode),
+        checked_side(right, spec, "right", what[1], time_mode),
+    )
+
+
 def two_sided_input(
-    dfs: Sequence[Any],
-    event_times: Sequence[str],
-    keys: Sequence[Sequence[str]],
+    spec: Any,
+    sides: Sequence[tuple[Any, str]],
     key_types: Sequence[Any],
     payloads: Sequence[Any],
-    delay_ms: int,
-    key_groups: int,
     *,
     replicated_side: int | None = None,
 ) -> Any:
     """The prepared input of a table join: both inputs tagged by side, in one union.
 
-    Each row holds its side (:data:`SIDE_COLUMN`: 0 for ``dfs[0]``, 1 for ``dfs[1]``), its key
-    group (of its keys cast to the ``key_types`` both sides compare them in, so equal keys of
-    both sides share a key group), ``__il_t``, ``__il_tus``, then the columns of both inputs
-    under their internal ``payloads`` names (the other side's NULL). Each input gets
-    ``withWatermark(event_time, delay_ms)`` before the union, so Spark combines the two
-    watermarks by ``spark.sql.streaming.multipleWatermarkPolicy``.
+    Each row holds its side (:data:`SIDE_COLUMN`: 0 for ``sides[0]``, 1 for ``sides[1]``),
+    its key group (of its keys cast to the ``key_types`` both sides compare them in, so equal
+    keys of both sides share a key group), ``__il_t``, ``__il_tus``, then the columns of both
+    inputs under their internal ``payloads`` names (the other side's NULL). Each input gets
+    ``withWatermark(event_time, watermark_delay_ms)`` before the union, so Spark combines the
+    two watermarks by ``spark.sql.streaming.multipleWatermarkPolicy``.
 
     With ``replicated_side``, every row of that side is copied into every key group (the
     foreign-key join's right table: each key group then holds the whole table), and every row
@@ -149,23 +174,24 @@ def two_sided_input(
     that counts it and dead-letters it), and on every row of the other side.
 
     Args:
-        dfs: The two inputs, event time ready (:func:`checked_side`).
-        event_times: Their event-time columns.
-        keys: Their key columns (those that pick the key group).
+        spec: The join's spec: its ``left_keys`` / ``right_keys`` pick the key group, its
+            ``watermark_delay_ms`` (``lateness_ms + H``) and ``key_groups`` apply.
+        sides: Each input and its event-time column, as :func:`checked_inputs` returns them.
         key_types: The Spark types each side's keys are hashed in (per side, or one list
             both sides share).
         payloads: Their internal payload schemas (Arrow), one field per input column.
-        delay_ms: The watermark delay, ``lateness_ms + H``.
-        key_groups: The number of key groups.
         replicated_side: The side whose rows go to every key group, if any.
     """
     from pyspark.sql import functions as F
 
+    dfs = [df for df, _ in sides]
+    keys = (spec.left_keys, spec.right_keys)
+    key_groups, delay_ms = spec.key_groups, spec.watermark_delay_ms
     per_side = (
         key_types if key_types and isinstance(key_types[0], (list, tuple)) else [key_types] * 2
     )
     frames = []
-    for side, (df, et, side_keys) in enumerate(zip(dfs, event_times, keys, strict=True)):
+    for side, ((df, et), side_keys) in enumerate(zip(sides, keys, strict=True)):
         base = watermarked(df, et, df.columns, delay_ms)
         kg_inputs = [
             f"CAST(`{k}` AS {t.simpleString()})"

@@ -10,21 +10,32 @@ watermark as an argument.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, ClassVar, Protocol, TypeVar
 
 import pandas as pd
+import pyarrow as pa
+from interlace.operators.common.arrow import frames_to_table, table_to_pandas
+from interlace.operators.common.compat import override
 from interlace.operators.common.counters import add_counts, new_operator_id
 from interlace.operators.common.names import KEY_GROUP_COLUMN
-from interlace.operators.common.watermark import operator_wm_us
+from interlace.operators.common.watermark import (
+    NO_DEADLINE_MS,
+    operator_wm_us,
+    timeout_ms_when_past,
+)
 from interlace.operators.common.worker import prepare_worker
+from interlace.state.tables import TablesState
 
 __all__ = [
     "BoundOperator",
     "CallResult",
     "Frames",
     "OperatorFunction",
+    "TableStepResult",
+    "TablesFunction",
+    "changelog_output_fields",
 ]
 
 _B = TypeVar("_B", bound="BoundOperator")
@@ -91,6 +102,96 @@ class OperatorFunction:
     ) -> CallResult:
         """Run one call on the key group's stored ``blob`` (``None``: no state yet)."""
         raise NotImplementedError
+
+
+class TableStepResult(Protocol):
+    """What a table join's pure step returns (``stream_table``, ``table``, ``foreign_key``)."""
+
+    @property
+    def output(self) -> pa.Table:
+        """The output rows, then the dead letters."""
+
+    @property
+    def state(self) -> TablesState:
+        """The key group's state after the call."""
+
+    @property
+    def next_due_us(self) -> int | None:
+        """The earliest event time among held rows (due when ``wm >`` it), or ``None``."""
+
+    @property
+    def counters(self) -> dict[str, int]:
+        """The call's counters."""
+
+
+class TablesFunction(OperatorFunction):
+    """Base of the table joins' functions: the key group's state is a :class:`TablesState`.
+
+    :meth:`_call` decodes the state (empty without a blob), runs the operator's pure step on
+    the frames (in the plan's ``input_schema``) and stores what remains with one event-time
+    timeout at the earliest deadline (:meth:`_deadlines_ms`; :data:`NO_DEADLINE_MS` without
+    one). A subclass names its :attr:`state_type` and implements :meth:`_state_schemas` and
+    :meth:`_step`.
+    """
+
+    state_type: ClassVar[type[TablesState]]
+
+    def _state_schemas(self) -> Sequence[pa.Schema]:
+        """The expected schema of each table of the state, in ``state_type.TABLES`` order."""
+        raise NotImplementedError
+
+    def _step(self, state: Any, batch: pa.Table, wm_us: int | None) -> TableStepResult:
+        """Run the operator's pure step."""
+        raise NotImplementedError
+
+    def _deadlines_ms(self, result: TableStepResult) -> list[int]:
+        """The stored state's deadlines in Spark's domain: a held row is due when ``wm > t``."""
+        if result.next_due_us is None:
+            return []
+        return [timeout_ms_when_past(result.next_due_us, self.plan.horizon_ms)]
+
+    @override
+    def _call(self, blob: bytes | None, frames: Frames, wm_us: int | None) -> CallResult:
+        """Decode the state, run :meth:`_step`, encode what remains."""
+        plan = self.plan
+        schemas = self._state_schemas()
+        if blob is not None:
+            state = self.state_type.decode(blob, plan.fp, *schemas)
+        else:
+            state = self.state_type.empty(*schemas)
+        result = self._step(state, frames_to_table(plan.input_schema, frames), wm_us)
+        stored = None
+        if result.state.num_rows:
+            deadlines = self._deadlines_ms(result)
+            timeout = min(deadlines) if deadlines else NO_DEADLINE_MS
+            stored = (result.state.encode(plan.fp), timeout)
+        output = table_to_pandas(result.output) if result.output.num_rows else None
+        return CallResult(output, result.counters, stored)
+
+
+def changelog_output_fields(plan: Any, key_types: Sequence[Any], dfs: Sequence[Any],
+                            event_time: str) -> list[Any]:
+    """The Spark output fields of a changelog join (SEMANTICS §9), in ``plan.output_names``.
+
+    Args:
+        plan: The join's plan (``output_names``, ``sides``, ``dlq``).
+        key_types: The Spark types of the output key columns.
+        dfs: Both tables (checked), for the value columns' types.
+        event_time: The left table's event-time column (``event_time`` has its type).
+    """
+    from pyspark.sql import types as T
+
+    names = iter(plan.output_names)
+    fields = [T.StructField(next(names), t, True) for t in key_types]
+    for df, side in zip(dfs, plan.sides, strict=True):
+        fields += [T.StructField(next(names), df.schema[v].dataType, True)
+                   for v in side.value_names]
+    fields.append(T.StructField(next(names), T.StringType(), True))
+    fields.append(T.StructField(next(names), dfs[0].schema[event_time].dataType, True))
+    fields.append(T.StructField(next(names), T.LongType(), True))
+    if plan.dlq:
+        fields.append(T.StructField(next(names), T.StringType(), True))
+    return fields
 
 
 @dataclass(frozen=True)

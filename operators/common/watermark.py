@@ -9,7 +9,10 @@ operator deadline (µs, in ``wm``) into that ``T``. Used by ``join/shim.py`` and
 
 from __future__ import annotations
 
-__all__ = ["operator_wm_us", "timeout_ms_when_past", "timeout_ms_when_reached"]
+__all__ = ["NO_DEADLINE_MS", "operator_wm_us", "timeout_ms_when_past", "timeout_ms_when_reached"]
+
+NO_DEADLINE_MS = 253_402_300_799_999
+"""The timeout of a key group with state but no deadline (9999-12-31): it never fires."""
 
 
 def operator_wm_us(spark_wm_ms: int, horizon_ms: int) -> int | None:

@@ -11,26 +11,27 @@ flag, watermarked event time, µs time); :func:`foreign_key_join` runs it. Neigh
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from interlace.operators.common.arrow import arrow_schema_for, frames_to_table, table_to_pandas
+import pyarrow as pa
+from interlace.operators.common.arrow import arrow_schema_for
 from interlace.operators.common.checks import require_columns
 from interlace.operators.common.compat import override
-from interlace.operators.common.connect import check_counters
 from interlace.operators.common.keytypes import spark_key_types
-from interlace.operators.common.prepare import checked_side, two_sided_input
-from interlace.operators.common.shim import BoundOperator, CallResult, Frames, OperatorFunction
-from interlace.operators.common.watermark import timeout_ms_when_past
-from interlace.operators.common.worker import guard_source_checkout
+from interlace.operators.common.prepare import checked_inputs, two_sided_input
+from interlace.operators.common.shim import (
+    BoundOperator,
+    TablesFunction,
+    TableStepResult,
+    changelog_output_fields,
+)
+from interlace.operators.common.watermark import NO_DEADLINE_MS
 from interlace.operators.foreign_key.plan import ForeignKeyJoinPlan
 from interlace.operators.foreign_key.spec import ForeignKeyJoin
 from interlace.operators.foreign_key.step import step
-from interlace.state.foreign_key import (
-    ForeignKeyState,
-    decode_foreign_key_state,
-    encode_foreign_key_state,
-)
+from interlace.state.foreign_key import ForeignKeyState
 
 __all__ = [
     "NO_DEADLINE_MS",
@@ -40,11 +41,8 @@ __all__ = [
     "prepare_foreign_key_join",
 ]
 
-NO_DEADLINE_MS = 253_402_300_799_999
-"""The timeout of a key group with state but no deadline (9999-12-31): it never fires."""
 
-
-class ForeignKeyJoinFunction(OperatorFunction):
+class ForeignKeyJoinFunction(TablesFunction):
     """The ``applyInPandasWithState`` function of a foreign-key join (picklable).
 
     Per call it decodes the key group's blob, runs :func:`step` with ``wm_us = (W + H) * 1000``
@@ -53,26 +51,17 @@ class ForeignKeyJoinFunction(OperatorFunction):
     """
 
     plan: ForeignKeyJoinPlan
+    state_type = ForeignKeyState
 
     @override
-    def _call(self, blob: bytes | None, frames: Frames, wm_us: int | None) -> CallResult:
-        """Decode the state, run :func:`step`, encode what remains."""
-        plan = self.plan
-        schemas = (plan.left_schema, plan.right_schema, plan.held_schema)
-        if blob is not None:
-            state = decode_foreign_key_state(blob, plan.fp, *schemas)
-        else:
-            state = ForeignKeyState.empty(*schemas)
-        batch = frames_to_table(plan.input_schema, frames)
-        result = step(plan, state, batch, wm_us)
-        stored = None
-        if result.state.num_rows:
-            timeout = NO_DEADLINE_MS
-            if result.next_due_us is not None:
-                timeout = timeout_ms_when_past(result.next_due_us, plan.horizon_ms)
-            stored = (encode_foreign_key_state(result.state, plan.fp), timeout)
-        output = table_to_pandas(result.output) if result.output.num_rows else None
-        return CallResult(output, result.counters, stored)
+    def _state_schemas(self) -> Sequence[pa.Schema]:
+        return (self.plan.left_schema, self.plan.right_schema, self.plan.held_schema)
+
+    @override
+    def _step(
+        self, state: ForeignKeyState, batch: pa.Table, wm_us: int | None
+    ) -> TableStepResult:
+        return step(self.plan, state, batch, wm_us)
 
 
 @dataclass(frozen=True)
@@ -116,12 +105,8 @@ def prepare_foreign_key_join(
     Raises:
         ConfigError: Any problem with the inputs (SEMANTICS §6), before a query starts.
     """
-    from pyspark.sql import types as T
-
-    guard_source_checkout(left.sparkSession)
-    check_counters(left, counters)
-    ldf, let = checked_side(left, spec, "left", "the left table", "event")
-    rdf, ret = checked_side(right, spec, "right", "the right table", "event")
+    sides = checked_inputs(left, right, spec, counters, ("the left table", "the right table"))
+    (ldf, let), (rdf, _) = sides
     require_columns(ldf, spec.foreign_key_columns, "foreign_key_columns", "the left table")
     plan = ForeignKeyJoinPlan.from_schemas(
         spec, arrow_schema_for(ldf.schema), arrow_schema_for(rdf.schema)
@@ -129,26 +114,10 @@ def prepare_foreign_key_join(
     fk_types = spark_key_types(ldf, rdf, spec.foreign_key_columns, spec.right_keys,
                                fields=("foreign_key_columns", "right_keys"))
     left_types = [ldf.schema[k].dataType for k in spec.left_keys]
-    prepared = two_sided_input(
-        (ldf, rdf),
-        (let, ret),
-        (spec.left_keys, spec.right_keys),
-        (left_types, fk_types),
-        (plan.sides[0].payload, plan.sides[1].payload),
-        spec.watermark_delay_ms,
-        spec.key_groups,
-        replicated_side=1,
-    )
-    names = iter(plan.output_names)
-    fields = [T.StructField(next(names), t, True) for t in left_types]
-    for df, side in ((ldf, plan.sides[0]), (rdf, plan.sides[1])):
-        fields += [T.StructField(next(names), df.schema[v].dataType, True)
-                   for v in side.value_names]
-    fields.append(T.StructField(next(names), T.StringType(), True))
-    fields.append(T.StructField(next(names), ldf.schema[let].dataType, True))
-    fields.append(T.StructField(next(names), T.LongType(), True))
-    if plan.dlq:
-        fields.append(T.StructField(next(names), T.StringType(), True))
+    prepared = two_sided_input(spec, sides, (left_types, fk_types),
+                               [s.payload for s in plan.sides],
+                               replicated_side=plan.replicated_side)
+    fields = changelog_output_fields(plan, left_types, (ldf, rdf), let)
     func = ForeignKeyJoinFunction(plan, counters)
     return ForeignKeyJoinOperator.bind(spec, plan, prepared, func, fields)
 

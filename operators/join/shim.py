@@ -19,13 +19,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from interlace.operators.common.arrow import arrow_schema_for, frames_to_table, table_to_pandas
 from interlace.operators.common.compat import override
-from interlace.operators.common.connect import check_counters
 from interlace.operators.common.keytypes import spark_key_types
 from interlace.operators.common.names import DEAD_LETTER_COLUMN
-from interlace.operators.common.prepare import checked_side, prepared_columns, watermarked
+from interlace.operators.common.prepare import checked_inputs, prepared_columns, watermarked
 from interlace.operators.common.shim import BoundOperator, CallResult, Frames, OperatorFunction
 from interlace.operators.common.watermark import timeout_ms_when_past
-from interlace.operators.common.worker import guard_source_checkout
 from interlace.operators.join.plan import (
     LEFT,
     LEFT_PREFIX_INTERNAL,
@@ -142,13 +140,9 @@ def prepare_join(left: Any, right: Any, spec: Join, *, counters: Any | None = No
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
-    guard_source_checkout(left.sparkSession)
-    check_counters(left, counters)
-    sides = {
-        name: checked_side(df, spec, name, f"the {name} input", spec.time_mode)
-        for name, df in (("left", left), ("right", right))
-    }
-    (ldf, let), (rdf, ret) = sides["left"], sides["right"]
+    (ldf, let), (rdf, ret) = checked_inputs(
+        left, right, spec, counters, ("the left input", "the right input"), spec.time_mode
+    )
     plan = JoinPlan.from_schemas(
         spec,
         arrow_schema_for(ldf.schema),

@@ -10,26 +10,22 @@ watermarked event time, µs time); :func:`stream_table_join` runs it. Neighbours
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from interlace.operators.common.arrow import arrow_schema_for, frames_to_table, table_to_pandas
+import pyarrow as pa
+from interlace.operators.common.arrow import arrow_schema_for
 from interlace.operators.common.compat import override
-from interlace.operators.common.connect import check_counters
 from interlace.operators.common.keytypes import spark_key_types
 from interlace.operators.common.names import DEAD_LETTER_COLUMN
-from interlace.operators.common.prepare import checked_side, two_sided_input
-from interlace.operators.common.shim import BoundOperator, CallResult, Frames, OperatorFunction
-from interlace.operators.common.watermark import timeout_ms_when_past, timeout_ms_when_reached
-from interlace.operators.common.worker import guard_source_checkout
+from interlace.operators.common.prepare import checked_inputs, two_sided_input
+from interlace.operators.common.shim import BoundOperator, TablesFunction, TableStepResult
+from interlace.operators.common.watermark import NO_DEADLINE_MS, timeout_ms_when_reached
 from interlace.operators.stream_table.plan import RIGHT_VALID_FROM, StreamTablePlan
 from interlace.operators.stream_table.spec import StreamTableJoin
-from interlace.operators.stream_table.step import step
-from interlace.state.tables import (
-    StreamTableState,
-    decode_stream_table_state,
-    encode_stream_table_state,
-)
+from interlace.operators.stream_table.step import StreamTableStepResult, step
+from interlace.state.tables import StreamTableState
 
 __all__ = [
     "NO_DEADLINE_MS",
@@ -39,11 +35,8 @@ __all__ = [
     "stream_table_join",
 ]
 
-NO_DEADLINE_MS = 253_402_300_799_999
-"""The timeout of a key group with state but no deadline (9999-12-31): it never fires."""
 
-
-class StreamTableJoinFunction(OperatorFunction):
+class StreamTableJoinFunction(TablesFunction):
     """The ``applyInPandasWithState`` function of a stream-table join (picklable).
 
     Per call it decodes the key group's blob, runs :func:`step` with ``wm_us = (W + H) * 1000``
@@ -54,27 +47,25 @@ class StreamTableJoinFunction(OperatorFunction):
     """
 
     plan: StreamTablePlan
+    state_type = StreamTableState
 
     @override
-    def _call(self, blob: bytes | None, frames: Frames, wm_us: int | None) -> CallResult:
-        """Decode the state, run :func:`step`, encode what remains."""
-        plan = self.plan
-        if blob is not None:
-            state = decode_stream_table_state(blob, plan.fp, plan.history_schema, plan.held_schema)
-        else:
-            state = StreamTableState.empty(plan.history_schema, plan.held_schema)
-        batch = frames_to_table(plan.input_schema, frames)
-        result = step(plan, state, batch, wm_us)
-        stored = None
-        if result.state.num_rows:
-            timeouts = [NO_DEADLINE_MS]
-            if result.next_due_us is not None:
-                timeouts.append(timeout_ms_when_past(result.next_due_us, plan.horizon_ms))
-            if result.next_trim_us is not None:
-                timeouts.append(timeout_ms_when_reached(result.next_trim_us, plan.horizon_ms))
-            stored = (encode_stream_table_state(result.state, plan.fp), min(timeouts))
-        output = table_to_pandas(result.output) if result.output.num_rows else None
-        return CallResult(output, result.counters, stored)
+    def _state_schemas(self) -> Sequence[pa.Schema]:
+        return (self.plan.history_schema, self.plan.held_schema)
+
+    @override
+    def _step(
+        self, state: StreamTableState, batch: pa.Table, wm_us: int | None
+    ) -> TableStepResult:
+        return step(self.plan, state, batch, wm_us)
+
+    @override
+    def _deadlines_ms(self, result: TableStepResult) -> list[int]:
+        deadlines = super()._deadlines_ms(result)
+        assert isinstance(result, StreamTableStepResult)
+        if result.next_trim_us is not None:
+            deadlines.append(timeout_ms_when_reached(result.next_trim_us, self.plan.horizon_ms))
+        return deadlines
 
 
 @dataclass(frozen=True)
@@ -119,24 +110,13 @@ def prepare_stream_table_join(
     """
     from pyspark.sql import types as T
 
-    guard_source_checkout(stream.sparkSession)
-    check_counters(stream, counters)
-    sdf, set_ = checked_side(stream, spec, "left", "the stream", "event")
-    tdf, tet = checked_side(table, spec, "right", "the table", "event")
+    sides = checked_inputs(stream, table, spec, counters, ("the stream", "the table"))
+    (sdf, _), (tdf, tet) = sides
     plan = StreamTablePlan.from_schemas(
         spec, arrow_schema_for(sdf.schema), arrow_schema_for(tdf.schema)
     )
     key_types = spark_key_types(sdf, tdf, spec.left_keys, spec.right_keys)
-
-    prepared = two_sided_input(
-        (sdf, tdf),
-        (set_, tet),
-        (spec.left_keys, spec.right_keys),
-        key_types,
-        (plan.stream_payload, plan.table_payload),
-        spec.watermark_delay_ms,
-        spec.key_groups,
-    )
+    prepared = two_sided_input(spec, sides, key_types, (plan.stream_payload, plan.table_payload))
     names = iter(plan.output_names)
     out_fields = [T.StructField(next(names), f.dataType, True) for f in sdf.schema.fields]
     out_fields += [
