@@ -13,8 +13,10 @@ that had to be chosen are in ``docs/table-joins-semantics-notes.md``). This modu
 * :func:`replay_spark`, the Spark layer (rules 0-4 of
   :mod:`~interlace.testing.oracles.spark_rules`) around an operator's per-call model;
 * reading a duck-typed spec or plain keyword arguments (:class:`SpecView`);
-* the §9 changelog output (:class:`ChangelogOutput`) and a table update waiting to be
-  applied (:class:`Update`).
+* the §9 changelog output (:class:`ChangelogOutput`).
+
+Applying table updates one at a time (the table-table and foreign-key joins) is in
+:mod:`~interlace.testing.oracles.updates`.
 
 It imports nothing from ``interlace.operators`` or ``interlace.state`` (nor pyspark).
 """
@@ -28,6 +30,11 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from interlace.testing.log import JoinBatch, JoinLog, to_us
+from interlace.testing.oracles.resolve import (
+    DEFAULT_DLQ_HORIZON_MS,
+    SIDES,
+    event_time_columns,
+)
 from interlace.testing.oracles.rows import (
     DEAD_LETTER_COLUMN,
     OracleRow,
@@ -52,11 +59,6 @@ EMIT_MODES = ("final", "eager")
 
 TABLE_LATE_DATA_MODES = ("drop", "dlq")
 """``late_data`` modes of the table joins (``reopen`` is a config error, §8 and §9)."""
-
-DEFAULT_DLQ_HORIZON_MS = 86_400_000
-"""Extra horizon under ``late_data="dlq"`` when ``dlq_horizon_ms`` is not set (one day)."""
-
-SIDES = ("left", "right")
 
 OP_UPSERT = "upsert"
 OP_DELETE = "delete"
@@ -185,30 +187,6 @@ def dlq_extra_horizon_ms(spec: object, late_data: str) -> int:
     return DEFAULT_DLQ_HORIZON_MS if horizon is None else int(horizon)
 
 
-def event_time_columns(spec: object) -> dict[str, str]:
-    """Return each side's event-time column: a per-side override wins over the shared name.
-
-    Raises:
-        ValueError: If a side has none.
-
-    """
-    shared = getattr(spec, "event_time_column", None)
-    columns: dict[str, str] = {}
-    for side in SIDES:
-        name = getattr(spec, f"{side}_event_time_column", None) or shared
-        if name is None:
-            msg = f"no event-time column for the {side} side (set `event_time_column`)"
-            raise ValueError(msg)
-        columns[side] = str(name)
-    return columns
-
-
-def prefixes(spec: object) -> dict[str, str]:
-    """Return each side's output prefix (default ``left_`` / ``right_``; "" is allowed)."""
-    chosen = {side: getattr(spec, f"{side}_prefix", None) for side in SIDES}
-    return {side: f"{side}_" if chosen[side] is None else str(chosen[side]) for side in SIDES}
-
-
 def check_output_columns(columns: Sequence[str], late_data: str) -> tuple[str, ...]:
     """Append ``_dead_letter`` under dlq and check that no two output columns collide.
 
@@ -222,6 +200,90 @@ def check_output_columns(columns: Sequence[str], late_data: str) -> tuple[str, .
         msg = f"output columns collide: {duplicates}; change a prefix or `value_columns`"
         raise ValueError(msg)
     return tuple(out)
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    """The spec fields every table oracle reads first, in this order (§7-§9).
+
+    Attributes:
+        view: The spec (keyword overrides first).
+        how: The join's ``how``.
+        emit: ``final`` or ``eager``.
+        late_data: ``drop`` or ``dlq``.
+        time_column: Each side's event-time column.
+        keys: Each side's key columns (``left_keys`` / ``right_keys``).
+
+    """
+
+    view: SpecView
+    how: str
+    emit: str
+    late_data: str
+    time_column: dict[str, str]
+    keys: dict[str, tuple[str, ...]]
+
+    @classmethod
+    def read(
+        cls, spec: object | None, spec_fields: Mapping[str, Any], hows: Sequence[str]
+    ) -> TableSpec:
+        """Read a duck-typed ``spec`` with keyword overrides; ``hows``: the allowed ``how``s."""
+        view = SpecView(spec, spec_fields)
+        return cls(
+            view=view,
+            how=read_choice(view, "how", "inner", hows),
+            emit=read_choice(view, "emit", "final", EMIT_MODES),
+            late_data=read_late_data(view),
+            time_column=event_time_columns(view),
+            keys={side: tuple(getattr(view, f"{side}_keys")) for side in SIDES},
+        )
+
+    @property
+    def lateness_ms(self) -> int:
+        """``lateness_ms`` (default 0)."""
+        return int(getattr(self.view, "lateness_ms", 0) or 0)
+
+    def check_key_pairs(self) -> None:
+        """Raise ``ValueError`` unless both sides' keys are non-empty and pair up."""
+        if not self.keys["left"] or len(self.keys["left"]) != len(self.keys["right"]):
+            msg = (
+                f"`left_keys`/`right_keys` must be non-empty and of equal length "
+                f"(got {self.keys})"
+            )
+            raise ValueError(msg)
+
+    def stamped(
+        self,
+        log: JoinLog,
+        left_columns: Sequence[str],
+        right_columns: Sequence[str],
+        batch_times_ms: Sequence[int] | None,
+    ) -> tuple[list[JoinBatch], dict[str, tuple[str, ...]]]:
+        """The log and each side's columns under rule 0 (:func:`stamp_processing_time`)."""
+        columns = {"left": left_columns, "right": right_columns}
+        return stamp_processing_time(
+            self.view, log, columns, self.time_column, batch_times_ms
+        )
+
+    def replay(
+        self,
+        log: Sequence[JoinBatch],
+        horizon_ms: int,
+        watermark_policy: str,
+        result: TableOracleResult,
+        call: CallFn,
+    ) -> TableOracleResult:
+        """Run :func:`replay_spark` with the delay ``lateness_ms + H``; return ``result``."""
+        replay_spark(
+            log,
+            event_time_column=self.time_column,
+            delay_ms=self.lateness_ms + horizon_ms,
+            horizon_ms=horizon_ms,
+            watermark_policy=watermark_policy,
+            result=result,
+            call=call,
+        )
+        return result
 
 
 # --------------------------------------------------------------------------------------
@@ -603,25 +665,3 @@ class ChangelogOutput:
         values = dead_letter_row(self.output_columns, changelog.side, wm_us, input_row)
         self.result.rows.append(OracleRow(batch=batch, row=values))
         self.result.dead_lettered[changelog.side] += 1
-
-
-# --------------------------------------------------------------------------------------
-# A table update waiting to be applied (§9; the table-table and foreign-key joins)
-# --------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Update:
-    """A table update waiting to be applied (§9)."""
-
-    side: str
-    key: KeyTuple
-    arrival: Arrival
-
-    def event_time_us(self) -> int:
-        """Return the update's event time in µs."""
-        return self.arrival.event_time_us
-
-    def order(self) -> tuple[int, int, int]:
-        """Return the application order: event time, then left before right, then arrival."""
-        return (self.arrival.event_time_us, SIDES.index(self.side), self.arrival.seq)

@@ -22,33 +22,19 @@ already absent before (Kafka's ``PROPAGATE_NULL_IF_NO_FK_VAL_AVAILABLE`` /
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from interlace.testing.log import JoinLog
 from interlace.testing.oracles.changelog import (
-    EMIT_MODES,
     OP_DELETE,
     OP_UPSERT,
-    SIDES,
-    Arrival,
     Changelog,
-    ChangelogOutput,
     KeyTuple,
-    SpecView,
     TableOracleResult,
-    Update,
-    dlq_extra_horizon_ms,
-    event_time_columns,
+    TableSpec,
     key_tuple,
-    prefixes,
-    read_changelog,
-    read_choice,
-    read_late_data,
-    replay_spark,
-    split_due,
-    stamp_processing_time,
 )
+from interlace.testing.oracles.updates import Latest, Update, UpdateModel
 
 __all__ = ["FOREIGN_KEY_HOWS", "oracle_foreign_key_join"]
 
@@ -56,37 +42,19 @@ FOREIGN_KEY_HOWS = ("inner", "left")
 """Every ``how`` of the foreign-key join (as in Kafka Streams)."""
 
 
-@dataclass
-class _Latest:
-    """The latest applied update of one table for one key."""
-
-    event_time_us: int
-    row: dict[str, Any] | None  # the update's input row; None: the key is absent (deleted)
-
-
-class _ForeignKeyModel:
-    """The foreign-key join's state and emission rules, one update at a time."""
+class _ForeignKeyModel(UpdateModel):
+    """The foreign-key join's emission rules, one update at a time (the rest: UpdateModel)."""
 
     def __init__(
-        self,
-        how: str,
-        emit: str,
-        late_data: str,
-        changelogs: dict[str, Changelog],
-        foreign_key_columns: tuple[str, ...],
-        output: ChangelogOutput,
-        result: TableOracleResult,
+        self, spec: TableSpec, changelogs: dict[str, Changelog], result: TableOracleResult
     ) -> None:
-        self.how = how
-        self.emit = emit
-        self.late_data = late_data
-        self.changelogs = changelogs
-        self.foreign_key_columns = foreign_key_columns
-        self.output = output
-        self.result = result
-        # Insertion-ordered dicts: a right update visits left keys in first-seen order.
-        self.latest: dict[str, dict[KeyTuple, _Latest]] = {side: {} for side in SIDES}
-        self.pending: list[Update] = []
+        self.foreign_key_columns = tuple(spec.view.foreign_key_columns)
+        left_columns = changelogs["left"].columns
+        missing = [name for name in self.foreign_key_columns if name not in left_columns]
+        if missing:
+            msg = f"`foreign_key_columns` {missing} are not in the left columns {left_columns}"
+            raise ValueError(msg)
+        super().__init__(spec, changelogs, result)
 
     # ---- the join's state (§9) ----
 
@@ -120,44 +88,19 @@ class _ForeignKeyModel:
             "right": None if right_row is None else self.changelogs["right"].values(right_row),
         }
 
-    # ---- one call ----
+    # ---- one update ----
 
-    def call(self, batch: int, arrivals: dict[str, list[Arrival]], wm_us: int | None) -> None:
-        """Take one call's updates, then apply the due ones in order (as §9)."""
-        for side in SIDES:
-            for arrival in arrivals[side]:
-                key = self.changelogs[side].key(arrival.row)
-                if key is None:
-                    # §7: an update with a NULL key is ignored and counted.
-                    self.result.null_key_dropped[side] += 1
-                    continue
-                self.pending.append(Update(side=side, key=key, arrival=arrival))
-        # §9: eager: in the call that receives it; final: the first call where wm > t.
-        due, self.pending = split_due(self.pending, self.emit, wm_us, Update.event_time_us)
-        # §9: one at a time in event-time order; ties: left before right, then arrival.
-        for update in sorted(due, key=Update.order):
-            self._apply(batch, update, wm_us)
-
-    def _apply(self, batch: int, update: Update, wm_us: int | None) -> None:
-        changelog = self.changelogs[update.side]
+    def _apply(self, batch: int, update: Update) -> None:
         row = dict(update.arrival.row)
-        current = self.latest[update.side].get(update.key)
-        # §9 late updates: below the latest applied update of the same key in its table.
-        if current is not None and update.arrival.event_time_us < current.event_time_us:
-            if self.late_data == "dlq":
-                self.output.dead_letter(batch, changelog, wm_us, row)
-            else:
-                self.result.late_dropped[update.side] += 1
-            return
-        new = _Latest(update.arrival.event_time_us, None if changelog.is_tombstone(row) else row)
-        event_time = row[changelog.event_time_column]
+        new = self._latest(update)
+        event_time = row[self.changelogs[update.side].event_time_column]
         if update.side == "left":
             self._apply_left(batch, update.key, row, new, event_time)
         else:
             self._apply_right(batch, update.key, new, event_time)
 
     def _apply_left(
-        self, batch: int, key: KeyTuple, row: dict[str, Any], new: _Latest, event_time: Any
+        self, batch: int, key: KeyTuple, row: dict[str, Any], new: Latest, event_time: Any
     ) -> None:
         """A left update changes one output key: its own."""
         before = self._present(key)
@@ -175,7 +118,7 @@ class _ForeignKeyModel:
             return
         self._emit(batch, key, row, op, event_time)
 
-    def _apply_right(self, batch: int, key: KeyTuple, new: _Latest, event_time: Any) -> None:
+    def _apply_right(self, batch: int, key: KeyTuple, new: Latest, event_time: Any) -> None:
         """A right update changes every output key whose present left row refers to it."""
         affected = [
             left_key
@@ -274,52 +217,14 @@ def oracle_foreign_key_join(
         [(1, 'o1', 1, 'pen', 0), (2, 'o1', 1, 'ink pen', 1)]
 
     """
-    view = SpecView(spec, spec_fields)
-    how = read_choice(view, "how", "inner", FOREIGN_KEY_HOWS)
-    emit = read_choice(view, "emit", "final", EMIT_MODES)
-    late_data = read_late_data(view)
-    time_column = event_time_columns(view)
-    keys = {side: tuple(getattr(view, f"{side}_keys")) for side in SIDES}
-    foreign_key_columns = tuple(view.foreign_key_columns)
-    if not foreign_key_columns or len(foreign_key_columns) != len(keys["right"]):
+    read = TableSpec.read(spec, spec_fields, FOREIGN_KEY_HOWS)
+    foreign_key_columns = tuple(read.view.foreign_key_columns)
+    if not foreign_key_columns or len(foreign_key_columns) != len(read.keys["right"]):
         msg = (
             f"`foreign_key_columns` and `right_keys` must be non-empty and of equal length "
-            f"(got {foreign_key_columns} and {keys['right']})"
+            f"(got {foreign_key_columns} and {read.keys['right']})"
         )
         raise ValueError(msg)
-    log, columns = stamp_processing_time(
-        view, log, {"left": left_columns, "right": right_columns}, time_column, batch_times_ms
+    return _ForeignKeyModel.replay(
+        read, log, left_columns, right_columns, watermark_policy, batch_times_ms
     )
-    changelogs = {
-        side: read_changelog(view, side, columns[side], keys[side], time_column[side],
-                             shared_fields=True)
-        for side in SIDES
-    }
-    missing = [name for name in foreign_key_columns if name not in columns["left"]]
-    if missing:
-        msg = f"`foreign_key_columns` {missing} are not in the left columns {columns['left']}"
-        raise ValueError(msg)
-    horizon_ms = dlq_extra_horizon_ms(view, late_data)
-    lateness_ms = int(getattr(view, "lateness_ms", 0) or 0)
-
-    result = TableOracleResult()
-    output = ChangelogOutput(
-        result,
-        keys["left"],
-        {side: changelogs[side].value_columns for side in SIDES},
-        prefixes(view),
-        late_data,
-    )
-    model = _ForeignKeyModel(
-        how, emit, late_data, changelogs, foreign_key_columns, output, result
-    )
-    replay_spark(
-        log,
-        event_time_column=time_column,
-        delay_ms=lateness_ms + horizon_ms,
-        horizon_ms=horizon_ms,
-        watermark_policy=watermark_policy,
-        result=result,
-        call=model.call,
-    )
-    return result

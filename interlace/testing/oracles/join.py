@@ -193,23 +193,13 @@ def _resolve(
         raise ValueError(msg)
 
     # Event-time columns: a per-side override wins over the shared name.
-    shared_time_column = getattr(spec, "event_time_column", None)
-    event_time_column: dict[str, str] = {}
-    for side in _SIDES:
-        name = getattr(spec, f"{side}_event_time_column", None) or shared_time_column
-        if name is None:
-            msg = f"no event-time column for the {side} side (set `event_time_column`)"
-            raise ValueError(msg)
-        event_time_column[side] = name
+    event_time_column = resolve.event_time_columns(spec)
 
     # Horizon H and the allowance AL used in close times (SEMANTICS.md §1, §2).
     lateness = resolve.lateness(spec, late_data)
 
     # Output naming.
-    prefix: dict[str, str] = {}
-    for side in _SIDES:
-        chosen_prefix = getattr(spec, f"{side}_prefix", None)  # "" is a valid prefix
-        prefix[side] = f"{side}_" if chosen_prefix is None else chosen_prefix
+    prefix = resolve.prefixes(spec)  # "" is a valid prefix
     output_columns_of: dict[str, tuple[str, ...]] = {}
     for side in _SIDES:
         chosen = getattr(spec, f"output_{side}_columns", None)

@@ -1,8 +1,9 @@
-"""Spec resolution both oracles share: late-data mode, time mode, horizon, output columns.
+"""Spec resolution the oracles share: late-data mode, time mode, horizon, output columns.
 
 Each oracle reads its duck-typed spec in its own ``_resolve``; the fields every operator
 has alike are resolved here, once (``SEMANTICS.md`` §1 for the horizon, §4 for the
-dead-letter column), and read as ``resolve.lateness(spec, late_data)``. Only what an
+dead-letter column; each join side's event-time column and output prefix), and read as
+``resolve.lateness(spec, late_data)``. Only what an
 oracle needs to run is checked; the operator's spec validation is the place for friendly
 config errors. ``__all__`` holds the public constants; the functions serve the oracles.
 """
@@ -21,6 +22,9 @@ LATE_DATA_MODES = ("drop", "reopen", "dlq")
 
 DEFAULT_DLQ_HORIZON_MS = 86_400_000
 """Horizon ``H`` under ``late_data="dlq"`` when ``dlq_horizon_ms`` is not set (one day)."""
+
+SIDES = ("left", "right")
+"""A join's two sides."""
 
 
 def check_modes(spec: object, late_data: object) -> str:
@@ -113,3 +117,27 @@ def output_columns(columns: Sequence[str], late_data: str) -> tuple[str, ...]:
         msg = f"output columns collide: {finished}"
         raise ValueError(msg)
     return tuple(finished)
+
+
+def event_time_columns(spec: object) -> dict[str, str]:
+    """Return each join side's event-time column: a per-side override wins over the shared one.
+
+    Raises:
+        ValueError: If a side has none.
+
+    """
+    shared = getattr(spec, "event_time_column", None)
+    columns: dict[str, str] = {}
+    for side in SIDES:
+        name = getattr(spec, f"{side}_event_time_column", None) or shared
+        if name is None:
+            msg = f"no event-time column for the {side} side (set `event_time_column`)"
+            raise ValueError(msg)
+        columns[side] = str(name)
+    return columns
+
+
+def prefixes(spec: object) -> dict[str, str]:
+    """Return each join side's output prefix (default ``left_`` / ``right_``; "" is allowed)."""
+    chosen = {side: getattr(spec, f"{side}_prefix", None) for side in SIDES}
+    return {side: f"{side}_" if chosen[side] is None else str(chosen[side]) for side in SIDES}

@@ -24,26 +24,19 @@ from typing import Any
 
 from interlace.testing.log import JoinLog
 from interlace.testing.oracles.changelog import (
-    EMIT_MODES,
-    SIDES,
     Arrival,
     Changelog,
     KeyTuple,
-    SpecView,
     TableOracleResult,
+    TableSpec,
     check_output_columns,
     dead_letter_row,
     dlq_extra_horizon_ms,
-    event_time_columns,
     key_tuple,
-    prefixes,
     read_changelog,
-    read_choice,
-    read_late_data,
-    replay_spark,
     split_due,
-    stamp_processing_time,
 )
+from interlace.testing.oracles.resolve import prefixes
 from interlace.testing.oracles.rows import DEAD_LETTER_COLUMN, OracleRow
 
 __all__ = ["RIGHT_VALID_FROM", "STREAM_TABLE_HOWS", "oracle_stream_table_join"]
@@ -211,45 +204,38 @@ class _StreamTableModel:
             self._emit(batch, arrival.row, version if present else None)
 
 
-def _resolve(spec: object, columns: dict[str, tuple[str, ...]]) -> _Resolved:
-    """Read the duck-typed spec; only what the oracle needs to run is checked."""
-    how = read_choice(spec, "how", "inner", STREAM_TABLE_HOWS)
-    emit = read_choice(spec, "emit", "final", EMIT_MODES)
-    late_data = read_late_data(spec)
-    time_column = event_time_columns(spec)
-    keys = {side: tuple(getattr(spec, f"{side}_keys")) for side in SIDES}
-    if not keys["left"] or len(keys["left"]) != len(keys["right"]):
-        msg = f"`left_keys`/`right_keys` must be non-empty and of equal length (got {keys})"
-        raise ValueError(msg)
+def _resolve(spec: TableSpec, columns: dict[str, tuple[str, ...]]) -> _Resolved:
+    """Read the rest of the duck-typed spec; only what the oracle needs to run is checked."""
+    spec.check_key_pairs()
+    view, keys, time_column = spec.view, spec.keys, spec.time_column
     missing = [n for n in (*keys["left"], time_column["left"]) if n not in columns["left"]]
     if missing:
         msg = f"stream columns {missing} are not in the stream's columns {columns['left']}"
         raise ValueError(msg)
     table = read_changelog(
-        spec, "right", columns["right"], keys["right"], time_column["right"], shared_fields=True
+        view, "right", columns["right"], keys["right"], time_column["right"], shared_fields=True
     )
-    chosen = getattr(spec, "output_left_columns", None)
+    chosen = getattr(view, "output_left_columns", None)
     stream_output_columns = columns["left"] if chosen is None else tuple(chosen)
     # §7: HR >= 0, default lateness_ms.
-    lateness_ms = int(getattr(spec, "lateness_ms", 0) or 0)
-    retention = getattr(spec, "history_retention_ms", None)
-    retention_ms = lateness_ms if retention is None else int(retention)
+    retention = getattr(view, "history_retention_ms", None)
+    retention_ms = spec.lateness_ms if retention is None else int(retention)
     if retention_ms < 0:
         msg = f"`history_retention_ms` must be >= 0 (got {retention_ms})"
         raise ValueError(msg)
-    prefix = prefixes(spec)
+    prefix = prefixes(view)
     output_columns = check_output_columns(
         [
             *(prefix["left"] + name for name in stream_output_columns),
             *(prefix["right"] + name for name in table.value_columns),
             RIGHT_VALID_FROM,
         ],
-        late_data,
+        spec.late_data,
     )
     return _Resolved(
-        how=how,
-        emit=emit,
-        late_data=late_data,
+        how=spec.how,
+        emit=spec.emit,
+        late_data=spec.late_data,
         stream_keys=keys["left"],
         stream_columns=columns["left"],
         stream_output_columns=stream_output_columns,
@@ -341,24 +327,11 @@ def oracle_stream_table_join(
         ([(2, 'o1', 'gold', 1)], 3)
 
     """
-    view = SpecView(spec, spec_fields)
-    time_column = event_time_columns(view)
-    log, columns = stamp_processing_time(
-        view, log, {"left": left_columns, "right": right_columns}, time_column, batch_times_ms
-    )
-    cfg = _resolve(view, columns)
+    read = TableSpec.read(spec, spec_fields, STREAM_TABLE_HOWS)
+    log, columns = read.stamped(log, left_columns, right_columns, batch_times_ms)
+    cfg = _resolve(read, columns)
     # §7: H = HR for the stream-table join (plus the dlq horizon under dlq).
-    horizon_ms = cfg.retention_us // 1000 + dlq_extra_horizon_ms(view, cfg.late_data)
-    lateness_ms = int(getattr(view, "lateness_ms", 0) or 0)
+    horizon_ms = cfg.retention_us // 1000 + dlq_extra_horizon_ms(read.view, cfg.late_data)
     result = TableOracleResult(output_columns=list(cfg.output_columns))
     model = _StreamTableModel(cfg, result)
-    replay_spark(
-        log,
-        event_time_column=time_column,
-        delay_ms=lateness_ms + horizon_ms,
-        horizon_ms=horizon_ms,
-        watermark_policy=watermark_policy,
-        result=result,
-        call=model.call,
-    )
-    return result
+    return read.replay(log, horizon_ms, watermark_policy, result, model.call)

@@ -11,7 +11,8 @@ them.
 What the three table oracles share (the §7 reading of a changelog row, the result type
 :class:`~interlace.testing.oracles.changelog.TableOracleResult`, the Spark layer
 :func:`~interlace.testing.oracles.changelog.replay_spark`, reading a duck-typed spec) is
-in :mod:`~interlace.testing.oracles.changelog`.
+in :mod:`~interlace.testing.oracles.changelog`; applying updates one at a time, late ones
+rejected, which the foreign-key oracle shares, in :mod:`~interlace.testing.oracles.updates`.
 
 The stream-table oracle is :mod:`~interlace.testing.oracles.stream_table`, the foreign-key
 oracle :mod:`~interlace.testing.oracles.foreign_key`. Readings of ``SEMANTICS.md`` that had
@@ -21,32 +22,18 @@ to be chosen are in ``docs/table-joins-semantics-notes.md``.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from interlace.testing.log import JoinLog
 from interlace.testing.oracles.changelog import (
-    EMIT_MODES,
     OP_DELETE,
     OP_UPSERT,
     SIDES,
-    Arrival,
-    Changelog,
-    ChangelogOutput,
     KeyTuple,
-    SpecView,
     TableOracleResult,
-    Update,
-    dlq_extra_horizon_ms,
-    event_time_columns,
-    prefixes,
-    read_changelog,
-    read_choice,
-    read_late_data,
-    replay_spark,
-    split_due,
-    stamp_processing_time,
+    TableSpec,
 )
+from interlace.testing.oracles.updates import Update, UpdateModel
 
 __all__ = [
     "TABLE_HOWS",
@@ -62,38 +49,14 @@ TABLE_HOWS = ("inner", "left", "full")
 # --------------------------------------------------------------------------------------
 
 
-@dataclass
-class _SideVersion:
-    """The latest applied update of one side for one key."""
-
-    event_time_us: int
-    values: dict[str, Any] | None  # None: the key is absent (deleted)
-
-
-class _TableJoinModel:
-    """The table-table join's state and emission rules, one update at a time."""
-
-    def __init__(
-        self,
-        how: str,
-        emit: str,
-        late_data: str,
-        changelogs: dict[str, Changelog],
-        output: ChangelogOutput,
-        result: TableOracleResult,
-    ) -> None:
-        self.how = how
-        self.emit = emit
-        self.late_data = late_data
-        self.changelogs = changelogs
-        self.output = output
-        self.result = result
-        self.latest: dict[str, dict[KeyTuple, _SideVersion]] = {side: {} for side in SIDES}
-        self.pending: list[Update] = []
+class _TableJoinModel(UpdateModel):
+    """The table-table join's emission rules, one update at a time (the rest: UpdateModel)."""
 
     def _side_values(self, side: str, key: KeyTuple) -> dict[str, Any] | None:
         version = self.latest[side].get(key)
-        return None if version is None else version.values
+        if version is None or version.row is None:
+            return None
+        return self.changelogs[side].values(version.row)
 
     def _present(self, key: KeyTuple) -> bool:
         """§9 state of the join: inner both sides, left the left, full either side."""
@@ -105,38 +68,11 @@ class _TableJoinModel:
             return left
         return left or right
 
-    def call(self, batch: int, arrivals: dict[str, list[Arrival]], wm_us: int | None) -> None:
-        """Take one call's updates, then apply the due ones in order."""
-        for side in SIDES:
-            for arrival in arrivals[side]:
-                key = self.changelogs[side].key(arrival.row)
-                if key is None:
-                    # §7: an update with a NULL key is ignored and counted.
-                    self.result.null_key_dropped[side] += 1
-                    continue
-                self.pending.append(Update(side=side, key=key, arrival=arrival))
-        # §9: eager applies in the call that receives an update; final in the first call
-        # where wm > t (strict).
-        due, self.pending = split_due(self.pending, self.emit, wm_us, Update.event_time_us)
-        # §9: one at a time in event-time order; ties: left before right, then arrival.
-        for update in sorted(due, key=Update.order):
-            self._apply(batch, update, wm_us)
-
-    def _apply(self, batch: int, update: Update, wm_us: int | None) -> None:
+    def _apply(self, batch: int, update: Update) -> None:
         changelog = self.changelogs[update.side]
         row = update.arrival.row
-        current = self.latest[update.side].get(update.key)
-        # §9 late updates: event time below that of an update already applied to its key
-        # (in its table), so applying it would break the key's event-time order.
-        if current is not None and update.arrival.event_time_us < current.event_time_us:
-            if self.late_data == "dlq":
-                self.output.dead_letter(batch, changelog, wm_us, row)
-            else:
-                self.result.late_dropped[update.side] += 1
-            return
         before = self._present(update.key)
-        values = None if changelog.is_tombstone(row) else changelog.values(row)
-        self.latest[update.side][update.key] = _SideVersion(update.arrival.event_time_us, values)
+        self.latest[update.side][update.key] = self._latest(update)
         after = self._present(update.key)
         # §9 emission per applied update: upsert if present after (even unchanged), else
         # delete if present before, else nothing (a tombstone for an absent key).
@@ -226,43 +162,8 @@ def oracle_table_join(
         [(0, 'upsert', 'A', None, 0), (1, 'upsert', 'A', 'x', 1), (2, 'upsert', None, 'x', 2)]
 
     """
-    view = SpecView(spec, spec_fields)
-    how = read_choice(view, "how", "inner", TABLE_HOWS)
-    emit = read_choice(view, "emit", "final", EMIT_MODES)
-    late_data = read_late_data(view)
-    time_column = event_time_columns(view)
-    keys = {side: tuple(getattr(view, f"{side}_keys")) for side in SIDES}
-    if not keys["left"] or len(keys["left"]) != len(keys["right"]):
-        msg = f"`left_keys`/`right_keys` must be non-empty and of equal length (got {keys})"
-        raise ValueError(msg)
-    log, columns = stamp_processing_time(
-        view, log, {"left": left_columns, "right": right_columns}, time_column, batch_times_ms
+    read = TableSpec.read(spec, spec_fields, TABLE_HOWS)
+    read.check_key_pairs()
+    return _TableJoinModel.replay(
+        read, log, left_columns, right_columns, watermark_policy, batch_times_ms
     )
-    changelogs = {
-        side: read_changelog(view, side, columns[side], keys[side], time_column[side],
-                             shared_fields=True)
-        for side in SIDES
-    }
-    # §7: H is 0 for the table-table join (plus the dlq horizon under dlq).
-    horizon_ms = dlq_extra_horizon_ms(view, late_data)
-    lateness_ms = int(getattr(view, "lateness_ms", 0) or 0)
-
-    result = TableOracleResult()
-    output = ChangelogOutput(
-        result,
-        keys["left"],
-        {side: changelogs[side].value_columns for side in SIDES},
-        prefixes(view),
-        late_data,
-    )
-    model = _TableJoinModel(how, emit, late_data, changelogs, output, result)
-    replay_spark(
-        log,
-        event_time_column=time_column,
-        delay_ms=lateness_ms + horizon_ms,
-        horizon_ms=horizon_ms,
-        watermark_policy=watermark_policy,
-        result=result,
-        call=model.call,
-    )
-    return result
