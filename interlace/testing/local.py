@@ -348,23 +348,23 @@ def _two_sided_frame(
 
 
 def _run_two_sided(
-    func: Any,
+    plan_type: Any,
+    function_type: Any,
     spec: Any,
     log: Sequence[Any],
     schemas: Sequence[pa.Schema],
-    payloads: Sequence[pa.Schema],
-    key_columns: Sequence[Sequence[str]],
     watermark_policy: str,
-    replicated_side: int | None = None,
 ) -> LocalRun:
     """Drive a table join's function over ``log`` (``left`` / ``right`` rows per batch).
 
-    With ``replicated_side``, that side's rows go to every key group, as
+    The plan is ``plan_type.from_schemas(spec, *schemas)``. Under replication
+    (``plan.replicated_side``), that side's rows go to every key group, as
     ``two_sided_input(..., replicated_side=...)`` prepares them: the copy in the key group of
     the row's own keys has the home flag set, the others not.
     """
+    plan = plan_type.from_schemas(spec, *schemas)
     counters = _Counters()
-    func.counters = counters
+    func = function_type(plan, counters)
     ets = [spec.side_event_time_column("left"), spec.side_event_time_column("right")]
     assert ets[0] is not None and ets[1] is not None
 
@@ -375,14 +375,15 @@ def _run_two_sided(
         own = key_of(keys)
         return lambda r: [(g, {**r, HOME_COLUMN: g == own(r)}) for g in range(spec.key_groups)]
 
-    input_schema = func.plan.input_schema
+    payloads = [plan.side_columns(side)[0] for side in (0, 1)]
     run = _drive(
         func,
         [[list(b.left), list(b.right)] for b in log],
         [ets[0], ets[1]],
-        [every_group(keys) if side == replicated_side else key_of(keys)
-         for side, keys in enumerate(key_columns)],
-        [_two_sided_frame(input_schema, schemas, payloads, side, ets[side]) for side in (0, 1)],
+        [every_group(keys) if side == plan.replicated_side else key_of(keys)
+         for side, keys in enumerate((spec.left_keys, spec.right_keys))],
+        [_two_sided_frame(plan.input_schema, schemas, payloads, side, ets[side])
+         for side in (0, 1)],
         spec.watermark_delay_ms,
         watermark_policy,
     )
@@ -408,12 +409,8 @@ def run_stream_table_locally(
         table_schema: Arrow schema of the table rows.
         watermark_policy: ``"min"`` or ``"max"``.
     """
-    plan = StreamTablePlan.from_schemas(spec, stream_schema, table_schema)
-    return _run_two_sided(
-        StreamTableJoinFunction(plan), spec, log, (stream_schema, table_schema),
-        (plan.stream_payload, plan.table_payload), (spec.left_keys, spec.right_keys),
-        watermark_policy,
-    )
+    return _run_two_sided(StreamTablePlan, StreamTableJoinFunction, spec, log,
+                          (stream_schema, table_schema), watermark_policy)
 
 
 def run_table_join_locally(
@@ -434,12 +431,8 @@ def run_table_join_locally(
         right_schema: Arrow schema of the right table's rows.
         watermark_policy: ``"min"`` or ``"max"``.
     """
-    plan = TableJoinPlan.from_schemas(spec, left_schema, right_schema)
-    return _run_two_sided(
-        TableJoinFunction(plan), spec, log, (left_schema, right_schema),
-        (plan.sides[0].payload, plan.sides[1].payload), (spec.left_keys, spec.right_keys),
-        watermark_policy,
-    )
+    return _run_two_sided(TableJoinPlan, TableJoinFunction, spec, log,
+                          (left_schema, right_schema), watermark_policy)
 
 
 def run_foreign_key_join_locally(
@@ -464,12 +457,8 @@ def run_foreign_key_join_locally(
         right_schema: Arrow schema of the right table's rows.
         watermark_policy: ``"min"`` or ``"max"``.
     """
-    plan = ForeignKeyJoinPlan.from_schemas(spec, left_schema, right_schema)
-    return _run_two_sided(
-        ForeignKeyJoinFunction(plan), spec, log, (left_schema, right_schema),
-        (plan.sides[0].payload, plan.sides[1].payload), (spec.left_keys, spec.right_keys),
-        watermark_policy, replicated_side=1,
-    )
+    return _run_two_sided(ForeignKeyJoinPlan, ForeignKeyJoinFunction, spec, log,
+                          (left_schema, right_schema), watermark_policy)
 
 
 def _clean(v: Any) -> Any:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, Self
+from typing import Any, Self
 
 import numpy as np
 import pyarrow as pa
@@ -78,9 +78,6 @@ class ChangelogPlan(TablePlan):
     sides: tuple[TableSide, TableSide]
     key_types: tuple[pa.DataType, ...]
     time_type: pa.DataType
-
-    replicated_side: ClassVar[int | None] = None
-    """The side whose updates reach every key group (the prepared input has the home flag)."""
 
     @property
     def key_internal(self) -> tuple[str, ...]:

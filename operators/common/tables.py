@@ -318,6 +318,9 @@ class TablePlan:
     output_names: tuple[str, ...]
     fp: str
 
+    replicated_side: ClassVar[int | None] = None
+    """The side whose rows reach every key group (the prepared input has the home flag)."""
+
     @property
     def dlq(self) -> bool:
         """Whether late rows are dead-lettered."""
