@@ -177,32 +177,54 @@ def _write(folder: Path, batches: list[list[dict[str, Any]]], ddl: str, spark: A
         write_parquet_rows(folder / f"{i:06d}.parquet", rows, schema, 1_700_000_000.0 + i)
 
 
+def _source(root: Path, name: str, schema: str, event_time_column: str) -> Any:
+    """A demo input: the Parquet files :func:`_write` wrote into ``root / "data" / name``."""
+    from interlace.pipeline import Source
+
+    return Source(
+        name=name,
+        format="parquet",
+        path=str(root / "data" / name),
+        schema=schema,
+        event_time_column=event_time_column,
+    )
+
+
+def _orders(root: Path) -> Any:
+    """The orders, the left input of the first and the third pipeline."""
+    return _source(root, "orders", ORDERS_DDL, "order_ts")
+
+
+def _join_pipeline(
+    root: Path, name: str, right: Any, join: Any, table: str, **fields: Any
+) -> Any:
+    """A demo pipeline joining the orders with ``right`` into ``table`` of the DuckDB file."""
+    from interlace.pipeline import Pipeline, SparkSettings, Target
+
+    return Pipeline(
+        name=name,
+        sources=(_orders(root), right),
+        join=join,
+        left_source="orders",
+        right_source=right.name,
+        target=Target(kind="duckdb", path=str(root / "demo.duckdb"), table=table),
+        spark=SparkSettings(checkpoint=str(root / "checkpoints" / name)),
+        **fields,
+    )
+
+
 def demo_pipelines(root: Path) -> tuple[Any, Any]:
     """The two demo pipelines, writing into ``root / "demo.duckdb"``."""
     from interlace.operators.join import Join
     from interlace.operators.window import Aggregation, Window
-    from interlace.pipeline import Pipeline, Source, SparkSettings, Target
+    from interlace.pipeline import Pipeline, SparkSettings, Target
 
     db = str(root / "demo.duckdb")
-    join = Pipeline(
-        name="orders-payments",
-        sources=(
-            Source(
-                name="orders",
-                format="parquet",
-                path=str(root / "data/orders"),
-                schema=ORDERS_DDL,
-                event_time_column="order_ts",
-            ),
-            Source(
-                name="payments",
-                format="parquet",
-                path=str(root / "data/payments"),
-                schema=PAYMENTS_DDL,
-                event_time_column="pay_ts",
-            ),
-        ),
-        join=Join(
+    join = _join_pipeline(
+        root,
+        "orders-payments",
+        _source(root, "payments", PAYMENTS_DDL, "pay_ts"),
+        Join(
             left_keys=["order_id"],
             right_keys=["order_id"],
             how="left",
@@ -220,23 +242,12 @@ def demo_pipelines(root: Path) -> tuple[Any, Any]:
             key_groups=8,
             name="orders-payments",
         ),
-        left_source="orders",
-        right_source="payments",
-        target=Target(kind="duckdb", path=db, table="orders_payments"),
+        "orders_payments",
         dead_letter=Target(kind="duckdb", path=db, table="late_payments"),
-        spark=SparkSettings(checkpoint=str(root / "checkpoints/orders-payments")),
     )
     window = Pipeline(
         name="clicks-per-minute",
-        sources=(
-            Source(
-                name="clicks",
-                format="parquet",
-                path=str(root / "data/clicks"),
-                schema=CLICKS_DDL,
-                event_time_column="click_ts",
-            ),
-        ),
+        sources=(_source(root, "clicks", CLICKS_DDL, "click_ts"),),
         window=Window(
             kind="tumbling",
             duration_ms=60_000,
@@ -272,27 +283,12 @@ def demo_tiers_pipeline(root: Path) -> Any:
     (one row per order, appended exactly once per micro-batch).
     """
     from interlace.operators.stream_table import StreamTableJoin
-    from interlace.pipeline import Pipeline, Source, SparkSettings, Target
 
-    return Pipeline(
-        name="orders-tiers",
-        sources=(
-            Source(
-                name="orders",
-                format="parquet",
-                path=str(root / "data/orders"),
-                schema=ORDERS_DDL,
-                event_time_column="order_ts",
-            ),
-            Source(
-                name="customers",
-                format="parquet",
-                path=str(root / "data/customers"),
-                schema=CUSTOMERS_DDL,
-                event_time_column="updated_ts",
-            ),
-        ),
-        join=StreamTableJoin(
+    return _join_pipeline(
+        root,
+        "orders-tiers",
+        _source(root, "customers", CUSTOMERS_DDL, "updated_ts"),
+        StreamTableJoin(
             left_keys=["customer"],
             right_keys=["customer"],
             how="left",  # every order, with a NULL tier when the customer has none
@@ -304,10 +300,7 @@ def demo_tiers_pipeline(root: Path) -> Any:
             right_prefix="",
             key_groups=8,
         ),
-        left_source="orders",
-        right_source="customers",
-        target=Target(kind="duckdb", path=str(root / "demo.duckdb"), table="orders_tiers"),
-        spark=SparkSettings(checkpoint=str(root / "checkpoints/orders-tiers")),
+        "orders_tiers",
     )
 
 
