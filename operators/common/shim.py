@@ -127,18 +127,16 @@ class TableStepResult(Protocol):
 class TablesFunction(OperatorFunction):
     """Base of the table joins' functions: the key group's state is a :class:`TablesState`.
 
-    :meth:`_call` decodes the state (empty without a blob), runs the operator's pure step on
-    the frames (in the plan's ``input_schema``) and stores what remains with one event-time
-    timeout at the earliest deadline (:meth:`_deadlines_ms`; :data:`NO_DEADLINE_MS` without
-    one). A subclass names its :attr:`state_type` and implements :meth:`_state_schemas` and
-    :meth:`_step`.
+    Per call it decodes the key group's blob (its tables in the plan's ``state_schemas``;
+    empty without a blob), runs the operator's pure step with ``wm_us = (W + H) * 1000``
+    (``None`` while Spark's ``W <= 0``) on the frames in the plan's ``input_schema``, yields
+    the output, writes the state last, and stores what remains with one event-time timeout
+    at the earliest deadline (:meth:`_deadlines_ms`: a held row is due when ``wm > t``;
+    :data:`NO_DEADLINE_MS` without one). A subclass names its :attr:`state_type` and
+    implements :meth:`_step`.
     """
 
     state_type: ClassVar[type[TablesState]]
-
-    def _state_schemas(self) -> Sequence[pa.Schema]:
-        """The expected schema of each table of the state, in ``state_type.TABLES`` order."""
-        raise NotImplementedError
 
     def _step(self, state: Any, batch: pa.Table, wm_us: int | None) -> TableStepResult:
         """Run the operator's pure step."""
@@ -154,7 +152,7 @@ class TablesFunction(OperatorFunction):
     def _call(self, blob: bytes | None, frames: Frames, wm_us: int | None) -> CallResult:
         """Decode the state, run :meth:`_step`, encode what remains."""
         plan = self.plan
-        schemas = self._state_schemas()
+        schemas = plan.state_schemas
         if blob is not None:
             state = self.state_type.decode(blob, plan.fp, *schemas)
         else:

@@ -335,6 +335,11 @@ class TablePlan:
         """Input ``side``'s internal payload schema and its column names (0 left, 1 right)."""
         raise NotImplementedError
 
+    @property
+    def state_schemas(self) -> tuple[pa.Schema, ...]:
+        """The schema of each table of the key-group state, in the state's ``TABLES`` order."""
+        raise NotImplementedError
+
     def _output_schema(self, types: Sequence[pa.DataType]) -> pa.Schema:
         """The output schema: :attr:`output_names` typed ``types``, plus the dead letter (dlq)."""
         typed = [*types, pa.string()] if self.dlq else list(types)

@@ -68,6 +68,11 @@ class ForeignKeyJoinPlan(ChangelogPlan):
         head = [pa.field(RIGHT_TIME, pa.int64()), pa.field(RIGHT_DELETED, pa.bool_())]
         return pa.schema(self._fk_fields() + head + self.value_fields(1))
 
+    @property
+    def state_schemas(self) -> tuple[pa.Schema, ...]:
+        """The state's tables (:class:`~interlace.state.foreign_key.ForeignKeyState`)."""
+        return (self.left_schema, self.right_schema, self.held_schema)
+
     @classmethod
     def from_schemas(
         cls, spec: ForeignKeyJoin, left: pa.Schema, right: pa.Schema

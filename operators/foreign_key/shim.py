@@ -11,7 +11,6 @@ flag, watermarked event time, µs time); :func:`foreign_key_join` runs it. Neigh
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,17 +44,13 @@ __all__ = [
 class ForeignKeyJoinFunction(TablesFunction):
     """The ``applyInPandasWithState`` function of a foreign-key join (picklable).
 
-    Per call it decodes the key group's blob, runs :func:`step` with ``wm_us = (W + H) * 1000``
-    (``None`` while Spark's ``W <= 0``), yields the changelog, writes the state last, and sets
-    one event-time timeout at the earliest held update's deadline (due when ``wm > t``).
+    Each call runs :func:`step` on the key group's :class:`ForeignKeyState` (see
+    :class:`~interlace.operators.common.shim.TablesFunction`); the timeout is the earliest
+    held update's deadline.
     """
 
     plan: ForeignKeyJoinPlan
     state_type = ForeignKeyState
-
-    @override
-    def _state_schemas(self) -> Sequence[pa.Schema]:
-        return (self.plan.left_schema, self.plan.right_schema, self.plan.held_schema)
 
     @override
     def _step(

@@ -92,6 +92,11 @@ class StreamTablePlan(TablePlan):
         return held_schema(self.stream_payload)
 
     @property
+    def state_schemas(self) -> tuple[pa.Schema, ...]:
+        """The state's tables (:class:`~interlace.state.tables.StreamTableState`)."""
+        return (self.history_schema, self.held_schema)
+
+    @property
     def output_schema(self) -> pa.Schema:
         """Arrow schema of the output rows, in :attr:`output_names` order."""
         types = [f.type for f in self.stream_payload]

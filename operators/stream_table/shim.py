@@ -10,7 +10,6 @@ watermarked event time, µs time); :func:`stream_table_join` runs it. Neighbours
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,19 +38,15 @@ __all__ = [
 class StreamTableJoinFunction(TablesFunction):
     """The ``applyInPandasWithState`` function of a stream-table join (picklable).
 
-    Per call it decodes the key group's blob, runs :func:`step` with ``wm_us = (W + H) * 1000``
-    (``None`` while Spark's ``W <= 0``), yields the output, writes the state last, and sets one
-    event-time timeout at the earliest pending deadline in Spark's domain: a held row is due
-    when ``wm > t`` (:func:`timeout_ms_when_past`), a stored version is trimmed when
-    ``wm >= deadline`` (:func:`timeout_ms_when_reached`).
+    Each call runs :func:`step` on the key group's :class:`StreamTableState` (see
+    :class:`~interlace.operators.common.shim.TablesFunction`); the timeout is the earliest
+    pending deadline in Spark's domain: a held row is due when ``wm > t``
+    (:func:`~interlace.operators.common.watermark.timeout_ms_when_past`), a stored version is
+    trimmed when ``wm >= deadline`` (:func:`timeout_ms_when_reached`).
     """
 
     plan: StreamTablePlan
     state_type = StreamTableState
-
-    @override
-    def _state_schemas(self) -> Sequence[pa.Schema]:
-        return (self.plan.history_schema, self.plan.held_schema)
 
     @override
     def _step(

@@ -47,6 +47,11 @@ class TableJoinPlan(ChangelogPlan):
         fields.append(pa.field(NEXT_VERSION, pa.int64()))
         return pa.schema(fields)
 
+    @property
+    def state_schemas(self) -> tuple[pa.Schema, ...]:
+        """The state's tables (:class:`~interlace.state.table_join.TableJoinState`): keys, held."""
+        return (self.keys_schema, self.held_schema)
+
     @classmethod
     def from_schemas(cls, spec: TableJoin, left: pa.Schema, right: pa.Schema) -> TableJoinPlan:
         """Resolve ``spec`` against the Arrow schemas of both tables (no Spark).

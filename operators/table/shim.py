@@ -10,7 +10,6 @@ watermarked event time, µs time); :func:`table_join` runs it. Neighbours: ``spe
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,17 +37,13 @@ __all__ = ["NO_DEADLINE_MS", "TableJoinFunction", "TableJoinOperator", "prepare_
 class TableJoinFunction(TablesFunction):
     """The ``applyInPandasWithState`` function of a table-table join (picklable).
 
-    Per call it decodes the key group's blob, runs :func:`step` with ``wm_us = (W + H) * 1000``
-    (``None`` while Spark's ``W <= 0``), yields the changelog, writes the state last, and sets
-    one event-time timeout at the earliest held update's deadline (due when ``wm > t``).
+    Each call runs :func:`step` on the key group's :class:`TableJoinState` (see
+    :class:`~interlace.operators.common.shim.TablesFunction`); the timeout is the earliest
+    held update's deadline.
     """
 
     plan: TableJoinPlan
     state_type = TableJoinState
-
-    @override
-    def _state_schemas(self) -> Sequence[pa.Schema]:
-        return (self.plan.keys_schema, self.plan.held_schema)
 
     @override
     def _step(self, state: TableJoinState, batch: pa.Table, wm_us: int | None) -> TableStepResult:
