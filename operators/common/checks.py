@@ -179,18 +179,17 @@ def check_late_data_fields(
         raise ConfigError(msg)
 
 
-def check_key_lists(
-    left_keys: object, right_keys: object, hint: str
-) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """Normalise ``left_keys`` / ``right_keys``: non-empty name lists of equal length.
+def check_key_lists(spec: Any, hint: str) -> None:
+    """Normalise a frozen spec's ``left_keys`` / ``right_keys``: non-empty, of equal length.
+
+    Each becomes a tuple of names (set on ``spec`` in place).
 
     Args:
-        left_keys: ``left_keys`` as given.
-        right_keys: ``right_keys`` as given.
+        spec: The spec, from its ``__post_init__``.
         hint: The fix for empty keys, in the operator's words.
     """
-    left = as_name_tuple("left_keys", left_keys)
-    right = as_name_tuple("right_keys", right_keys)
+    left = as_name_tuple("left_keys", spec.left_keys)
+    right = as_name_tuple("right_keys", spec.right_keys)
     assert left is not None and right is not None
     if not left or not right:
         msg = (
@@ -204,7 +203,8 @@ def check_key_lists(
             f"{list(right)}); they are compared pairwise"
         )
         raise ConfigError(msg)
-    return left, right
+    object.__setattr__(spec, "left_keys", left)
+    object.__setattr__(spec, "right_keys", right)
 
 
 def check_event_time_columns(spec: Any) -> None:

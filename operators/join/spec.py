@@ -103,13 +103,7 @@ class Join(LateDataFields):
 
     def __post_init__(self) -> None:
         setattr_ = object.__setattr__
-        left_keys, right_keys = check_key_lists(
-            self.left_keys,
-            self.right_keys,
-            "an unkeyed join is a cross join — give the key columns to join on",
-        )
-        setattr_(self, "left_keys", left_keys)
-        setattr_(self, "right_keys", right_keys)
+        check_key_lists(self, "an unkeyed join is a cross join — give the key columns to join on")
         setattr_(
             self,
             "output_left_columns",

@@ -98,29 +98,19 @@ class StreamTableJoin(TableJoinFields):
     OPERATOR = "stream_table"
 
     def __post_init__(self) -> None:
-        setattr_ = object.__setattr__
-        left_keys, right_keys = check_key_lists(
-            self.left_keys,
-            self.right_keys,
-            "give the key columns the stream looks the table up by",
-        )
-        setattr_(self, "left_keys", left_keys)
-        setattr_(self, "right_keys", right_keys)
+        check_key_lists(self, "give the key columns the stream looks the table up by")
         check_literal("how", self.how, StreamTableHow)
         self._check_table_vocabulary("the stream-table join")
         check_int("history_retention_ms", self.history_retention_ms, minimum=0, allow_none=True)
         check_event_time_columns(self)
-        setattr_(
-            self,
+        value_columns = check_value_columns(
             "value_columns",
-            check_value_columns(
-                "value_columns",
-                self.value_columns,
-                right_keys,
-                self.side_event_time_column("right"),
-                self.tombstone_column,
-            ),
+            self.value_columns,
+            self.right_keys,
+            self.side_event_time_column("right"),
+            self.tombstone_column,
         )
+        object.__setattr__(self, "value_columns", value_columns)
         self._check_prefixes_and_key_groups()
 
     # Derived values --------------------------------------------------------------------------

@@ -75,10 +75,6 @@ class TableJoin(TwoTableFields):
     how: TableHow = "inner"
 
     def __post_init__(self) -> None:
-        left_keys, right_keys = check_key_lists(
-            self.left_keys, self.right_keys, "give the primary key columns of both tables"
-        )
-        object.__setattr__(self, "left_keys", left_keys)
-        object.__setattr__(self, "right_keys", right_keys)
+        check_key_lists(self, "give the primary key columns of both tables")
         check_literal("how", self.how, TableHow)
         self._check_table_fields("the table-table join")
