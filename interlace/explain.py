@@ -207,6 +207,46 @@ def _by_batch(rows: Sequence[tuple[int, dict[str, Any]]]) -> dict[int, list[dict
     return out
 
 
+def _replay_per_how(
+    events: Sequence[dict[str, Any]],
+    fields: Sequence[str],
+    hows: Sequence[str],
+    run: Callable[[str, list[Any], Any], Any],
+) -> tuple[dict[str, dict[int, list[dict[str, Any]]]], int]:
+    """Replay ``events`` (one per micro-batch, on its side) once per ``how``.
+
+    ``run(how, log, schema)`` runs the operator locally (a ``LocalRun``). Returns, per
+    ``how``, the output rows by micro-batch, and the number of micro-batches to show (the
+    trailing no-data batch included when a run had one).
+    """
+    from interlace.testing.log import JoinBatch
+
+    schema, row = _schema(events, fields)
+    log = [
+        JoinBatch(left=(row(e),)) if e["side"] == "left" else JoinBatch(right=(row(e),))
+        for e in events
+    ]
+    per_how: dict[str, dict[int, list[dict[str, Any]]]] = {}
+    n_batches = len(log)
+    for how in hows:
+        result = run(how, log, schema)
+        n_batches = max(n_batches, len(result.watermarks_ms))
+        per_how[how] = _by_batch(result.rows)
+    return per_how, n_batches
+
+
+def _null(v: Any) -> str:
+    """A cell value: ``null`` for None."""
+    return "null" if v is None else str(v)
+
+
+def _dead_letter_cell(r: dict[str, Any]) -> str | None:
+    """``dead letter: <side>`` for a dead-letter output row, else ``None``."""
+    if r.get("_dead_letter"):
+        return "dead letter: " + str(json.loads(r["_dead_letter"])["side"])
+    return None
+
+
 def explain_join(
     events: Sequence[dict[str, Any]],
     *,
@@ -230,16 +270,8 @@ def explain_join(
     """
     from interlace.operators.join import Join
     from interlace.testing.local import run_join_locally
-    from interlace.testing.log import JoinBatch
 
-    schema, row = _schema(events, [key, value])
-    log = [
-        JoinBatch(left=(row(e),)) if e["side"] == "left" else JoinBatch(right=(row(e),))
-        for e in events
-    ]
-    per_how: dict[str, dict[int, list[dict[str, Any]]]] = {}
-    n_batches = len(log)
-    for how in hows:
+    def run(how: str, log: list[Any], schema: Any) -> Any:
         spec = Join(
             left_keys=[key],
             right_keys=[key],
@@ -248,13 +280,14 @@ def explain_join(
             key_groups=1,
             **join_kwargs,
         )
-        run = run_join_locally(spec, log, schema, schema)
-        n_batches = max(n_batches, len(run.watermarks_ms))
-        per_how[how] = _by_batch(run.rows)
+        return run_join_locally(spec, log, schema, schema)
+
+    per_how, n_batches = _replay_per_how(events, [key, value], hows, run)
 
     def pair(how: str, r: dict[str, Any]) -> str:
-        if r.get("_dead_letter"):
-            return "dead letter: " + json.loads(r["_dead_letter"])["side"]
+        letter = _dead_letter_cell(r)
+        if letter is not None:
+            return letter
         if how in ("left_semi", "left_anti"):
             return str(r.get(value))
         lv, rv = r.get(f"left_{value}"), r.get(f"right_{value}")
@@ -298,16 +331,8 @@ def explain_stream_table(
     """
     from interlace.operators.stream_table import StreamTableJoin
     from interlace.testing.local import run_stream_table_locally
-    from interlace.testing.log import JoinBatch
 
-    schema, row = _schema(events, [key, value])
-    log = [
-        JoinBatch(left=(row(e),)) if e["side"] == "left" else JoinBatch(right=(row(e),))
-        for e in events
-    ]
-    per_how: dict[str, dict[int, list[dict[str, Any]]]] = {}
-    n_batches = len(log)
-    for how in hows:
+    def run(how: str, log: list[Any], schema: Any) -> Any:
         spec = StreamTableJoin(
             left_keys=[key],
             right_keys=[key],
@@ -317,30 +342,23 @@ def explain_stream_table(
             key_groups=1,
             **spec_kwargs,
         )
-        run = run_stream_table_locally(spec, log, schema, schema)
-        n_batches = max(n_batches, len(run.watermarks_ms))
-        per_how[how] = _by_batch(run.rows)
+        return run_stream_table_locally(spec, log, schema, schema)
 
-    def text(v: Any) -> str:
-        return "null" if v is None else str(v)
+    per_how, n_batches = _replay_per_how(events, [key, value], hows, run)
 
     def pair(r: dict[str, Any]) -> str:
-        if r.get("_dead_letter"):
-            return "dead letter: " + json.loads(r["_dead_letter"])["side"]
-        return f"{text(r.get(f'left_{value}'))} - {text(r.get(f'right_{value}'))}"
+        letter = _dead_letter_cell(r)
+        if letter is not None:
+            return letter
+        return f"{_null(r.get(f'left_{value}'))} - {_null(r.get(f'right_{value}'))}"
 
     rows = []
     for b in range(n_batches):
         e = events[b] if b < len(events) else {}
-        sides = [text(e.get(value)) if e.get("side") == s else "" for s in ("left", "right")]
+        sides = [_null(e.get(value)) if e.get("side") == s else "" for s in ("left", "right")]
         cells = ["  ".join(sorted(pair(r) for r in per_how[h].get(b, []))) for h in hows]
         rows.append([_ts_cell(events, b), *sides, *cells])
     return _render(["ts", "left", "right", *hows], rows)
-
-
-def _null(v: Any) -> str:
-    """A cell value: ``null`` for None."""
-    return "null" if v is None else str(v)
 
 
 def _changelog_cells(
@@ -349,8 +367,9 @@ def _changelog_cells(
     """One micro-batch's changelog rows as a cell, in the order they apply (key, version)."""
 
     def cell(r: dict[str, Any]) -> str:
-        if r.get("_dead_letter"):
-            return "dead letter: " + json.loads(r["_dead_letter"])["side"]
+        letter = _dead_letter_cell(r)
+        if letter is not None:
+            return letter
         return upsert(r) if r["op"] == "upsert" else f"delete {_null(r[key])}"
 
     def order(r: dict[str, Any]) -> tuple[bool, str, int]:
@@ -389,16 +408,8 @@ def explain_table(
     """
     from interlace.operators.table import TableJoin
     from interlace.testing.local import run_table_join_locally
-    from interlace.testing.log import JoinBatch
 
-    schema, row = _schema(events, [key, value])
-    log = [
-        JoinBatch(left=(row(e),)) if e["side"] == "left" else JoinBatch(right=(row(e),))
-        for e in events
-    ]
-    per_how: dict[str, dict[int, list[dict[str, Any]]]] = {}
-    n_batches = len(log)
-    for how in hows:
+    def run(how: str, log: list[Any], schema: Any) -> Any:
         spec = TableJoin(
             left_keys=[key],
             right_keys=[key],
@@ -408,9 +419,9 @@ def explain_table(
             key_groups=1,
             **spec_kwargs,
         )
-        run = run_table_join_locally(spec, log, schema, schema)
-        n_batches = max(n_batches, len(run.watermarks_ms))
-        per_how[how] = _by_batch(run.rows)
+        return run_table_join_locally(spec, log, schema, schema)
+
+    per_how, n_batches = _replay_per_how(events, [key, value], hows, run)
 
     def upsert(r: dict[str, Any]) -> str:
         return f"{_null(r[f'left_{value}'])} - {_null(r[f'right_{value}'])}"
@@ -457,19 +468,12 @@ def explain_foreign_key(
     """
     from interlace.operators.foreign_key import ForeignKeyJoin
     from interlace.testing.local import run_foreign_key_join_locally
-    from interlace.testing.log import JoinBatch
 
     if len({key, fk, value}) != 3:
         msg = f"--key, --fk and --value must name three different fields (got {key}, {fk}, {value})"
         raise ValueError(msg)
-    schema, row = _schema(events, [key, fk, value])
-    log = [
-        JoinBatch(left=(row(e),)) if e["side"] == "left" else JoinBatch(right=(row(e),))
-        for e in events
-    ]
-    per_how: dict[str, dict[int, list[dict[str, Any]]]] = {}
-    n_batches = len(log)
-    for how in hows:
+
+    def run(how: str, log: list[Any], schema: Any) -> Any:
         spec = ForeignKeyJoin(
             left_keys=[key],
             foreign_key_columns=[fk],
@@ -481,9 +485,9 @@ def explain_foreign_key(
             key_groups=1,
             **spec_kwargs,
         )
-        run = run_foreign_key_join_locally(spec, log, schema, schema)
-        n_batches = max(n_batches, len(run.watermarks_ms))
-        per_how[how] = _by_batch(run.rows)
+        return run_foreign_key_join_locally(spec, log, schema, schema)
+
+    per_how, n_batches = _replay_per_how(events, [key, fk, value], hows, run)
 
     def upsert(r: dict[str, Any]) -> str:
         return f"({_null(r[key])},{_null(r[f'left_{fk}'])},{_null(r[f'right_{value}'])})"
