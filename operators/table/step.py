@@ -92,12 +92,12 @@ def _key_columns(plan: TableJoinPlan, rows: pa.Table, side: NDArray[np.int32]) -
 
 
 def _codes(
-    plan: TableJoinPlan, stored: pa.Table, due_keys: list[pa.Array]
+    plan: TableJoinPlan, stored: pa.Table, due_keys: list[pa.ChunkedArray]
 ) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
     """Shared key codes of the stored keys and the due updates' keys."""
     m = stored.num_rows
     cols = [
-        pa.chunked_array(stored.column(k).chunks + [d], type=d.type)
+        pa.chunked_array(stored.column(k).chunks + d.chunks, type=d.type)
         for k, d in zip(plan.key_internal, due_keys, strict=True)
     ]
     codes = key_codes(cols, m + len(due_keys[0]), null_is_value=True)
@@ -160,7 +160,10 @@ def _apply(
     if not due.num_rows:
         return stored, empty_out
     side = np.asarray(due.column(SIDE_COLUMN).to_numpy(), dtype=np.int32)
-    stored_codes, due_codes = _codes(plan, stored, _key_columns(plan, due, side))
+    # Each update's key in the common key types, computed once: the codes, the output rows
+    # and the new state all read it.
+    keys = pa.table(_key_columns(plan, due, side), names=list(plan.key_internal))
+    stored_codes, due_codes = _codes(plan, stored, keys.columns)
     # The stored row of each due update's key (-1: a new key). Stored codes are distinct.
     lookup = np.full(int(due_codes.max(initial=0)) + 1, -1, dtype=np.int64)
     known = stored_codes < len(lookup)
@@ -184,13 +187,14 @@ def _apply(
                                letters)
         keep = pa.array(~late)
         due, side, t, srow = due.filter(keep), side[~late], t[~late], srow[~late]
+        keys = keys.filter(keep)
         due_codes = due_codes[~late]
         if not due.num_rows:
             return stored, empty_out
 
     # §9: one at a time by key, event time, left before right, arrival.
     order = np.lexsort((i64(due.column(SEQ_COLUMN)), side, t, due_codes))
-    due = due.take(pa.array(order))
+    due, keys = due.take(pa.array(order)), keys.take(pa.array(order))
     side, t, srow, codes = side[order], t[order], srow[order], due_codes[order]
     n = len(order)
     first = np.ones(n, dtype=bool)
@@ -232,9 +236,9 @@ def _apply(
     prior: NDArray[np.int64] = np.cumsum(emitted, dtype=np.int64) - emitted
     version = base + prior - prior[group_start]
 
-    output = _changelog(plan, sides, due, side, src, upsert, delete, version)
-    keys = _new_keys(plan, stored, sides, due, side, src, first, last, version + emitted, srow)
-    return keys, output
+    output = _changelog(plan, sides, keys, due, side, src, upsert, delete, version)
+    new_keys = _new_keys(plan, stored, sides, keys, src, first, last, version + emitted, srow)
+    return new_keys, output
 
 
 _Values = tuple[pa.Table, NDArray[np.int64], NDArray[np.bool_]]
@@ -258,6 +262,7 @@ def _side_values(plan: TableJoinPlan, s: int, stored: pa.Table, due: pa.Table) -
 def _changelog(
     plan: TableJoinPlan,
     sides: list[_Values],
+    keys: pa.Table,
     due: pa.Table,
     side: NDArray[np.int32],
     src: list[NDArray[np.int64]],
@@ -268,9 +273,7 @@ def _changelog(
     """The changelog rows of the applied updates that emit (SEMANTICS §9 output columns)."""
     emitted = upsert | delete
     rows = np.flatnonzero(emitted)
-    cols: list[pa.Array | pa.ChunkedArray] = []
-    for key in _key_columns(plan, due.take(pa.array(rows)), side[rows]):
-        cols.append(key)
+    cols: list[pa.Array | pa.ChunkedArray] = list(keys.take(pa.array(rows)).columns)
     for s in (0, 1):
         values, _, deleted = sides[s]
         idx = src[s][rows]
@@ -295,8 +298,7 @@ def _new_keys(
     plan: TableJoinPlan,
     stored: pa.Table,
     sides: list[_Values],
-    due: pa.Table,
-    side: NDArray[np.int32],
+    keys: pa.Table,
     src: list[NDArray[np.int64]],
     first: NDArray[np.bool_],
     last: NDArray[np.bool_],
@@ -305,9 +307,7 @@ def _new_keys(
 ) -> pa.Table:
     """The keys table after the call: untouched stored keys, then each touched key's last state."""
     ends = np.flatnonzero(last)
-    cols: list[pa.Array | pa.ChunkedArray] = list(
-        _key_columns(plan, due.take(pa.array(ends)), side[ends])
-    )
+    cols: list[pa.Array | pa.ChunkedArray] = list(keys.take(pa.array(ends)).columns)
     for s in (0, 1):
         values, times, deleted = sides[s]
         idx = src[s][ends]
