@@ -17,8 +17,12 @@ $(VENV)/.installed: pyproject.toml
 demo: $(VENV)/.installed
 	$(VENV)/bin/interlace demo
 
+# Two workers (pytest-xdist), each running whole test files (their SparkSession and module
+# fixtures are not duplicated): most tests wait on Spark's micro-batch cycle or a JVM starting,
+# so two of them share the two cores well. TEST_WORKERS=0 runs in one process.
+TEST_WORKERS ?= 2
 test: $(VENV)/.installed
-	$(VENV)/bin/pytest
+	$(VENV)/bin/pytest $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
 
 bench: $(VENV)/.installed
 	$(VENV)/bin/python bench/join_bench.py

@@ -19,8 +19,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from interlace.faults import crash_point
 from interlace.operators.common.names import DEAD_LETTER_COLUMN
 from interlace.operators.errors import ConfigError
+from interlace.pipeline.checkpoint import check_checkpoint, record_checkpoint
 
 __all__ = ["RunSummary", "build_query_input", "run_pipeline"]
 
@@ -241,6 +243,11 @@ def run_pipeline(
     Returns:
         A :class:`RunSummary`. Ctrl-C stops the query cleanly (``stopped_by_user``); a rerun
         resumes from the checkpoint.
+
+    Raises:
+        ConfigError: The checkpoint was written by another spec (every changed field named,
+            :mod:`interlace.pipeline.checkpoint`), before Spark starts; or a problem with a
+            source or target found while the query is built.
     """
     from interlace.metrics import PipelineMetrics, counters, spark_dropped_rows
     from interlace.pipeline.kinds import join_kind
@@ -249,6 +256,7 @@ def run_pipeline(
 
     started = time.time()
     base = Path(base) if base is not None else Path.cwd()
+    check_checkpoint(pipeline, base)  # a restart with another spec stops before Spark starts
     s = pipeline.spark
     if spark is None:
         conf = dict(s.conf or {})
@@ -306,6 +314,7 @@ def run_pipeline(
 
     def sink(df: Any, batch_id: int) -> None:
         pdf = df.toPandas()
+        crash_point("batch")
         if dlq:
             letters = pdf.loc[pdf[DEAD_LETTER_COLUMN].notna(), [DEAD_LETTER_COLUMN]].rename(
                 columns={DEAD_LETTER_COLUMN: "dead_letter"}
@@ -313,6 +322,7 @@ def run_pipeline(
             pdf = pdf[pdf[DEAD_LETTER_COLUMN].isna()].drop(columns=[DEAD_LETTER_COLUMN])
             assert dead is not None
             summary.dead_letters += dead.write(letters.reset_index(drop=True), batch_id)
+            crash_point("dead-letters-committed")
         written[batch_id] = target.write(pdf.reset_index(drop=True), batch_id)
         totals = acc.value
         late_at[batch_id] = _late_rows(totals)
@@ -327,6 +337,7 @@ def run_pipeline(
         if continuous
         else writer.trigger(availableNow=True)
     )
+    record_checkpoint(pipeline, base)
     query = writer.start()
     reporter = (
         _Progress(progress, pipeline.name, spec.horizon_ms) if progress is not None else None
@@ -410,6 +421,7 @@ def run_pipeline(
             reporter.done()
         if server is not None and not continuous:
             server.shutdown()
+    record_checkpoint(pipeline, base, ran=True)  # a checkpoint an older interlace began
     summary.counters = dict(acc.value)
     summary.seconds = time.time() - started
     if progress is not None and summary.batches == 0 and not summary.stopped_by_user:

@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from interlace.faults import crash_point
+
 __all__ = [
     "CHANGELOG_OPS",
     "DELETED_TABLE_PREFIX",
@@ -177,7 +179,9 @@ class DuckDBTarget:
                 f"INSERT INTO {_COMMITS} VALUES (?, ?, ?, ?)",
                 [self.pipeline, self.table, batch_id, n],
             )
+            crash_point("target-uncommitted")
             con.execute("COMMIT")
+            crash_point("target-committed")
         except BaseException:
             con.execute("ROLLBACK")
             raise

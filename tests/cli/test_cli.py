@@ -1,5 +1,5 @@
 """The CLI as a user runs it (subprocess): validate, run every source format and target that
-can run here, exactly-once after SIGKILL, the metrics endpoint, and the progress lines on and
+can run here, the metrics endpoint, and the progress lines on and
 off a terminal."""
 
 from __future__ import annotations
@@ -285,41 +285,6 @@ def test_progress_late_count_is_as_of_each_batch_even_when_printing_lags(spark, 
                  spark=spark, progress=out)
     for pattern in progress_patterns("orders-payments", log, want):
         assert re.search(f"^{pattern}$", out.getvalue(), re.MULTILINE), (pattern, out.getvalue())
-
-
-@pytest.mark.parametrize("store", ["hdfs", "rocksdb-changelog"])
-def test_sigkill_mid_stream_then_rerun_gives_exactly_the_uninterrupted_result(store, tmp_path):
-    log = join_log(n_batches=8)
-    write_join_inputs(tmp_path, log)
-    text = JOIN_TOML
-    if store == "rocksdb-changelog":  # [spark] chooses the provider (issue 10)
-        text = text.replace("shuffle_partitions = 2", 'shuffle_partitions = 2\nstate_store = '
-                            '"rocksdb"\nchangelog_checkpointing = true')
-    (tmp_path / "p.toml").write_text(text)
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
-    proc = subprocess.Popen([*INTERLACE, "run", "p.toml"], cwd=tmp_path, env=env,
-                            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
-                            start_new_session=True)
-    seen = []
-    deadline = time.time() + 300
-    assert proc.stderr is not None
-    while time.time() < deadline:
-        line = proc.stderr.readline()
-        if not line:
-            break
-        seen.append(line)
-        if "batch 2:" in line:
-            break
-    # SIGKILL the whole process group (driver and JVM): no cleanup runs.
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait(timeout=60)
-    assert any("batch 2:" in s for s in seen), "".join(seen)
-    cli("run", "p.toml", cwd=tmp_path)
-    got = rows_of(read_table(tmp_path / "out/result.duckdb", "joined"))
-    assert Counter(canonical_rows(got)) == expected_join(log, JOIN_TOML)
-    state = [p.name for p in (tmp_path / "out/checkpoint/state").rglob("*") if p.is_file()]
-    suffix = ".changelog" if store == "rocksdb-changelog" else ".delta"
-    assert any(n.endswith(suffix) for n in state), sorted(state)[:20]
 
 
 WINDOW_TOML = """

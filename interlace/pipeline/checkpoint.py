@@ -1,0 +1,115 @@
+"""The spec a checkpoint was written with, and the check that a restart keeps it.
+
+``interlace run`` records, in the checkpoint folder (``interlace-spec.json``), the operator and
+every field of its spec plus the schema and SQL of the sources it reads, the first time it
+runs a pipeline there. Every later run compares the pipeline with that record **before Spark
+starts** and, if anything differs, stops with one message naming every changed field, its old
+and its new value, and the way out: restore them, or give ``[spark] checkpoint`` a new folder
+(the query then starts over from the sources). docs/reliability.md says why no field may
+change: each shapes the stored state, the watermark or the rows already written.
+
+A checkpoint without the record (written before interlace kept it, or by the Python API) is
+still guarded by the state's own fingerprint: the first micro-batch that reads state of
+another spec fails (``StateVersionError``), naming the fields that could have changed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from interlace.operators.errors import ConfigError
+
+__all__ = ["SPEC_FILE", "changed_fields", "check_checkpoint", "record_checkpoint", "spec_record"]
+
+SPEC_FILE = "interlace-spec.json"
+_FORMAT = 1
+
+
+def _plain(value: Any) -> Any:
+    """``value`` as JSON values (dataclasses as dicts, tuples as lists, the rest as text)."""
+    return json.loads(json.dumps(value, default=str, sort_keys=True))
+
+
+def spec_record(pipeline: Any) -> dict[str, Any]:
+    """What the checkpoint of ``pipeline`` depends on: its operator, spec and sources read."""
+    spec = pipeline.join if pipeline.join is not None else pipeline.window
+    fields = {f.name: _plain(dataclasses.asdict(spec)[f.name]) for f in dataclasses.fields(spec)}
+    sources = {
+        s.name: {"format": s.format, "schema": s.schema, "sql": s.sql}
+        for s in pipeline.sources
+    }
+    return {"format": _FORMAT, "operator": type(spec).__name__, "spec": fields,
+            "sources": _plain(sources)}
+
+
+def changed_fields(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """Each difference between two records, as ``field: old -> new``."""
+    out = []
+    if old.get("operator") != new["operator"]:
+        out.append(f"the operator: {old.get('operator')} -> {new['operator']}")
+    for section in ("spec", "sources"):
+        was, now = old.get(section) or {}, new[section]
+        for name in sorted(set(was) | set(now), key=lambda n: (n not in now, n)):
+            if was.get(name) != now.get(name):
+                label = name if section == "spec" else f"source {name!r}"
+                out.append(f"{label}: {_short(was.get(name))} -> {_short(now.get(name))}")
+    return out
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    text = "(absent)" if value is None else json.dumps(value, sort_keys=True)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _folder(pipeline: Any, base: Path) -> Path:
+    ckpt = Path(pipeline.checkpoint_path())
+    return ckpt if ckpt.is_absolute() else base / ckpt
+
+
+def check_checkpoint(pipeline: Any, base: Path) -> None:
+    """Raise ``ConfigError`` if the checkpoint was written with another spec (before Spark).
+
+    Raises:
+        ConfigError: Naming every changed field with its old and new value, and the fix.
+    """
+    folder = _folder(pipeline, base)
+    path = folder / SPEC_FILE
+    if not path.is_file():
+        return
+    try:
+        old = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        msg = (f"the checkpoint {pipeline.checkpoint_path()} holds an unreadable {SPEC_FILE} "
+               f"({exc}); restore it from a backup, or start from a new checkpoint folder "
+               "([spark] checkpoint)")
+        raise ConfigError(msg) from exc
+    changed = changed_fields(old, spec_record(pipeline))
+    if changed:
+        lines = "\n".join(f"  {c}" for c in changed)
+        msg = (f"the checkpoint {pipeline.checkpoint_path()} was written by another spec; "
+               f"changed since:\n{lines}\nrestore them, or give [spark] checkpoint a new folder "
+               "to start over from the sources")
+        raise ConfigError(msg)
+
+
+def record_checkpoint(pipeline: Any, base: Path, *, ran: bool = False) -> None:
+    """Record the pipeline's spec in its checkpoint folder, unless a record is there.
+
+    A fresh checkpoint (no micro-batch planned yet) gets the record before the query starts.
+    One that holds batches but no record was written by another interlace or by the Python
+    API: its spec is unknown, so it gets the record only once a run on it has ended without
+    an error (``ran``: the state's fingerprint accepted the spec).
+    """
+    folder = _folder(pipeline, base)
+    path = folder / SPEC_FILE
+    offsets = folder / "offsets"
+    if path.is_file() or (not ran and offsets.is_dir() and any(offsets.iterdir())):
+        return
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(spec_record(pipeline), indent=2, sort_keys=True) + "\n")
+    os.replace(tmp, path)

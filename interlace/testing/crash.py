@@ -1,0 +1,200 @@
+"""The crash harness: run a pipeline with ``interlace run``, SIGKILL it, restart, until done.
+
+:func:`run_with_kills` runs ``interlace run <pipeline>`` in a subprocess (a session of its own:
+the Python driver and its Spark JVM), kills it once per :class:`Kill`, restarts it from the
+checkpoint after each kill, then lets a last run finish the sources. The caller compares the
+targets with an uninterrupted run and with the oracle (``tests/cli/test_crash_matrix.py``):
+nothing may be lost or written twice.
+
+A kill is either
+
+* at a **crash point** (:data:`interlace.faults.CRASH_POINTS`): the run's ``nth`` visit of
+  that point, through ``INTERLACE_CRASH_AT`` (after the batch's state is written, after its
+  dead letters are committed, inside the target's transaction, after its commit and before
+  Spark's commit log), or
+* **timed**: ``seconds`` after the run printed its first progress line, wherever it is (inside
+  a micro-batch, in the state store commit, between two batches, ...).
+
+:func:`seeded_kills` draws both kinds from a seed, so a failing matrix can be rerun exactly.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from interlace.faults import CRASH_ENV, CRASH_POINTS
+
+__all__ = ["CrashReport", "Kill", "Run", "run_with_kills", "seeded_kills"]
+
+
+@dataclass(frozen=True)
+class Kill:
+    """One kill: at a crash point's ``nth`` visit, or ``seconds`` after the first progress."""
+
+    point: str | None = None
+    nth: int = 1
+    seconds: float | None = None
+
+    def __post_init__(self) -> None:
+        if (self.point is None) == (self.seconds is None):
+            msg = "a Kill needs exactly one of point= (with nth=) or seconds="
+            raise ValueError(msg)
+        if self.point is not None and self.point not in CRASH_POINTS:
+            msg = f"Kill(point={self.point!r}): choose one of {', '.join(CRASH_POINTS)}"
+            raise ValueError(msg)
+
+    def __str__(self) -> str:
+        if self.point is not None:
+            return f"{self.point}#{self.nth}"
+        return f"+{self.seconds:.2f}s"
+
+
+@dataclass
+class Run:
+    """One ``interlace run``: the kill it was given, how it ended, the batches it reported."""
+
+    kill: Kill | None
+    returncode: int
+    seconds: float
+    batches: list[int] = field(default_factory=list)
+    stderr_tail: str = ""
+
+    @property
+    def killed(self) -> bool:
+        """Whether the run died by ``SIGKILL`` (the kill fired before the sources ran out)."""
+        return self.returncode == -signal.SIGKILL
+
+
+@dataclass
+class CrashReport:
+    """Every run of :func:`run_with_kills`, the finishing run last."""
+
+    runs: list[Run]
+
+    @property
+    def kills(self) -> int:
+        """How many runs died by ``SIGKILL``."""
+        return sum(r.killed for r in self.runs)
+
+    def summary(self) -> str:
+        """One line per run: the kill, how it ended, the batches it reported."""
+        lines = []
+        for i, r in enumerate(self.runs):
+            end = "killed" if r.killed else f"exit {r.returncode}"
+            lines.append(f"run {i}: kill {r.kill or '-'}: {end} after {r.seconds:.1f} s, "
+                         f"batches {r.batches}")
+        return "\n".join(lines)
+
+
+def seeded_kills(seed: int, n: int, *, points: tuple[str, ...] = CRASH_POINTS,
+                 max_nth: int = 3, max_seconds: float = 6.0) -> list[Kill]:
+    """``n`` kills drawn from ``seed``: alternately at a crash point and timed.
+
+    Crash points are drawn from ``points`` with ``nth`` in ``1..max_nth``; timed kills at
+    ``0..max_seconds`` seconds after the run's first progress line.
+    """
+    rng = random.Random(seed)
+    kills = []
+    for i in range(n):
+        if i % 2 == 0 and points:
+            kills.append(Kill(point=rng.choice(points), nth=rng.randint(1, max_nth)))
+        else:
+            kills.append(Kill(seconds=round(rng.uniform(0.0, max_seconds), 2)))
+    return kills
+
+
+def _batch_of(line: str) -> int | None:
+    """The batch id of a progress line (``... batch 3: ...``), if it is one."""
+    head, sep, _ = line.partition(":")
+    words = head.split()
+    if sep and len(words) >= 2 and words[-2] == "batch" and words[-1].isdigit():
+        return int(words[-1])
+    return None
+
+
+def _run_once(pipeline: str, cwd: Path, kill: Kill | None, timeout: float) -> Run:
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    env.pop(CRASH_ENV, None)
+    if kill is not None and kill.point is not None:
+        env[CRASH_ENV] = f"{kill.point}:{kill.nth}"
+    start = time.monotonic()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "interlace.cli", "run", pipeline], cwd=cwd, env=env,
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        start_new_session=True)
+    assert proc.stderr is not None
+    lines: list[str] = []
+    first_progress = threading.Event()
+
+    def read() -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            lines.append(line)
+            if _batch_of(line) is not None:
+                first_progress.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        if kill is not None and kill.seconds is not None:
+            while proc.poll() is None and not first_progress.wait(0.05):
+                if time.monotonic() - start > timeout:
+                    break
+            deadline = time.monotonic() + kill.seconds
+            while proc.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.01)
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=max(1.0, timeout - (time.monotonic() - start)))
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        msg = f"interlace run {pipeline} did not finish within {timeout:.0f} s"
+        raise AssertionError(msg + "\n" + "".join(lines[-30:])) from None
+    finally:
+        try:  # whatever the kill spared of the session (Spark's Python workers)
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    reader.join(timeout=10)
+    batches = [b for b in map(_batch_of, lines) if b is not None]
+    return Run(kill, proc.returncode, time.monotonic() - start, batches,
+               "".join(lines[-30:]))
+
+
+def run_with_kills(pipeline: str | Path, cwd: str | Path, kills: list[Kill], *,
+                   timeout: float = 600.0) -> CrashReport:
+    """Run ``interlace run pipeline`` in ``cwd`` once per kill, then once to completion.
+
+    Args:
+        pipeline: The pipeline file (relative to ``cwd`` or absolute).
+        cwd: The folder the runs start in (relative paths in the pipeline resolve against it).
+        kills: One kill per interrupted run, in order. A kill whose moment never comes (the
+            sources ran out first) leaves its run finished, not killed; the report says so.
+        timeout: Seconds any one run may take.
+
+    Returns:
+        The report of every run.
+
+    Raises:
+        AssertionError: A run failed (exit status other than 0 or a ``SIGKILL``), or the
+            finishing run did not finish.
+    """
+    runs = []
+    for kill in [*kills, None]:
+        run = _run_once(str(pipeline), Path(cwd), kill, timeout)
+        runs.append(run)
+        if run.returncode != 0 and not run.killed:
+            msg = f"run {len(runs) - 1} (kill {kill}) exited {run.returncode}:\n"
+            raise AssertionError(msg + run.stderr_tail)
+    if runs[-1].returncode != 0:
+        raise AssertionError("the finishing run did not finish:\n" + runs[-1].stderr_tail)
+    return CrashReport(runs)

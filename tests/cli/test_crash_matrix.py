@@ -1,0 +1,263 @@
+"""The crash matrix (issue 13): SIGKILL ``interlace run`` anywhere, restart, lose nothing.
+
+Each case runs a pipeline with :func:`interlace.testing.crash.run_with_kills`: the process
+(driver and JVM) is killed at seeded instants, each a crash point
+(:data:`interlace.faults.CRASH_POINTS`: after the batch's state is written, after its dead
+letters are committed, inside the DuckDB transaction, after its commit and before Spark's
+commit log) or a timed kill (inside a micro-batch, during the state commit, between batches),
+and restarted from the checkpoint until the sources are exhausted. Its DuckDB tables (output
+and dead letters) must equal, row for row, those of an uninterrupted run of the same pipeline
+on the same input, and the uninterrupted run equals the oracle (here for the join and the
+window; for the table joins the same inputs are checked against their oracles in
+``test_stream_table_pipeline.py`` and ``test_table_pipelines.py``).
+
+Pipelines: the join (``how = "full"``, late rows to a dead-letter table), the session window
+(``late_data = "reopen"``: revisions and a retraction), the stream-table, table-table and
+foreign-key joins; on the HDFS-backed and the RocksDB state store.
+
+CI runs six kills (each crash point, and timed kills), each pipeline on one store (HDFS, RocksDB,
+RocksDB with changelog checkpointing).
+``INTERLACE_CRASH_MATRIX=full`` runs the full matrix: every pipeline on both stores, ten
+seeded kills each (twenty per pipeline); ``INTERLACE_CRASH_REPORT=<file>`` appends each case's
+runs to that file (docs/reliability.md).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import runpy
+import shutil
+from collections import Counter
+from pathlib import Path
+
+import duckdb
+import pytest
+from cli_support import rows_of
+from test_cli import (
+    JOIN_TOML,
+    ORDERS,
+    PAYS,
+    SESSION_CLICKS,
+    WINDOW_TOML,
+    at,
+    naive_sessions,
+    write_join_inputs,
+)
+
+from interlace.faults import CRASH_POINTS
+from interlace.preflight import preflight
+from interlace.runner import run_pipeline
+from interlace.testing.crash import Kill, run_with_kills, seeded_kills
+from interlace.testing.log import JoinBatch
+from interlace.testing.oracle import DEAD_LETTER_COLUMN, canonical_rows, oracle_join
+
+pytestmark = pytest.mark.spark
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples"
+FULL = os.environ.get("INTERLACE_CRASH_MATRIX") == "full"
+NO_DLQ = tuple(p for p in CRASH_POINTS if p != "dead-letters-committed")
+
+# ------------------------------------------------------------------------------------------
+# The pipelines: each writes its inputs and its pipeline file into a folder
+# ------------------------------------------------------------------------------------------
+
+CRASH_JOIN_TOML = JOIN_TOML.replace('how = "left"', 'how = "full"\nlate_data = "dlq"').replace(
+    "[spark]", '[dead_letter]\nkind = "duckdb"\npath = "out/result.duckdb"\n'
+    'table = "letters"\n\n[spark]')
+
+
+def crash_join_log():
+    """Eight micro-batches of orders and payments, a late row on each side in two of them."""
+    log = []
+    for b in range(8):
+        left = [{"order_id": b * 10 + i, "amount": float(i), "order_ts": at(b * 60 + i * 5)}
+                for i in range(6)]
+        right = [{"order_id": b * 10 + i, "paid": float(i), "pay_ts": at(b * 60 + i * 5 + 20)}
+                 for i in range(1, 7, 2)]
+        if b in (3, 6):  # the watermark is ~b * 60 - 5 s: these are late
+            left.append({"order_id": 900 + b, "amount": 9.0, "order_ts": at(b * 60 - 100)})
+            right.append({"order_id": 800 + b, "paid": 8.0, "pay_ts": at(b * 60 - 90)})
+        log.append(JoinBatch(left=tuple(left), right=tuple(right)))
+    log.append(JoinBatch(left=({"order_id": -1, "amount": 0.0, "order_ts": at(5000)},),
+                         right=({"order_id": -1, "paid": 0.0, "pay_ts": at(5000)},)))
+    return log
+
+
+def setup_join(folder: Path, spark) -> str:
+    write_join_inputs(folder, crash_join_log())
+    (folder / "p.toml").write_text(CRASH_JOIN_TOML)
+    return "p.toml"
+
+
+def check_join(tables: dict[str, list[dict]]) -> None:
+    from interlace.pipeline import Pipeline
+
+    p = Pipeline.from_toml(CRASH_JOIN_TOML)
+    want = oracle_join(p.join, crash_join_log(), left_columns=ORDERS.names,
+                       right_columns=PAYS.names)
+    rows = [o.row for o in want.rows if o.row.get(DEAD_LETTER_COLUMN) is None]
+    rows = [{k: v for k, v in r.items() if k != DEAD_LETTER_COLUMN} for r in rows]
+    assert Counter(canonical_rows(tables["joined"])) == Counter(canonical_rows(rows))
+    assert len(tables["letters"]) == sum(want.dead_lettered.values()) == 4
+
+
+SESSION_TOML = WINDOW_TOML.format(fmt="json", extra="", target="duckdb",
+                                  target_path="out/w.duckdb").replace(
+    'kind = "tumbling"\nduration_ms = 10000', 'kind = "session"\ngap_ms = 5000').replace(
+    'path = "out/w.duckdb"', 'path = "out/w.duckdb"\ntable = "sessions"\n'
+    'key = ["window_start", "window_end", "user"]')
+
+
+def setup_window(folder: Path, spark) -> str:
+    src = folder / "in" / "clicks"
+    src.mkdir(parents=True)
+    for i, batch in enumerate(SESSION_CLICKS):
+        path = src / f"{i:06d}.json"
+        path.write_text("".join(json.dumps({"user": u, "page": p, "ts": at(s).isoformat() + "Z"})
+                                + "\n" for u, p, s in batch))
+        os.utime(path, (1_700_000_000 + i, 1_700_000_000 + i))
+    (folder / "w.toml").write_text(SESSION_TOML)
+    return "w.toml"
+
+
+def check_window(tables: dict[str, list[dict]]) -> None:
+    got = {(r["user"], r["window_start"], r["window_end"]): r["clicks"]
+           for r in tables["sessions"]}
+    assert got == naive_sessions(SESSION_CLICKS[:-1], 5)
+
+
+def setup_stream_table(folder: Path, spark) -> str:
+    from interlace.demo import (
+        CUSTOMERS_DDL,
+        ORDERS_DDL,
+        _write,
+        generate_customer_tiers,
+        generate_orders_payments,
+    )
+
+    orders, _ = generate_orders_payments(n_batches=4, orders_per_batch=60)
+    _write(folder / "data/orders", orders, ORDERS_DDL, spark)
+    _write(folder / "data/customers", generate_customer_tiers(n_batches=4), CUSTOMERS_DDL, spark)
+    shutil.copy(EXAMPLES / "orders_tiers.toml", folder / "orders_tiers.toml")
+    return "orders_tiers.toml"
+
+
+def setup_tables(example: str):
+    def setup(folder: Path, spark) -> str:
+        runpy.run_path(str(EXAMPLES / "table_joins_data.py"))["write"](folder)
+        shutil.copy(EXAMPLES / example, folder / example)
+        return example
+
+    return setup
+
+
+def no_check(tables: dict[str, list[dict]]) -> None:
+    """The table joins' inputs are checked against their oracles in other modules."""
+    assert any(tables.values())
+
+
+# name: (setup, oracle check, crash points that exist in it, the store CI runs it on)
+PIPELINES = {
+    "join": (setup_join, check_join, CRASH_POINTS, "hdfs"),
+    "window": (setup_window, check_window, NO_DLQ, "rocksdb-changelog"),
+    "stream_table": (setup_stream_table, no_check, NO_DLQ, "rocksdb"),
+    "table": (setup_tables("customers_accounts.toml"), no_check, NO_DLQ, "hdfs"),
+    "foreign_key": (setup_tables("orders_products.toml"), no_check, NO_DLQ, "rocksdb"),
+}
+# CI: each crash point somewhere in the suite, and timed kills.
+CI_KILLS = {
+    "join": [Kill(point="dead-letters-committed", nth=1), Kill(seconds=1.5)],
+    "window": [Kill(point="target-uncommitted", nth=2)],
+    "stream_table": [Kill(point="target-committed", nth=2)],
+    "table": [Kill(point="batch", nth=2)],
+    "foreign_key": [Kill(seconds=2.0)],
+}
+STORES = {"hdfs": (None, ".delta"), "rocksdb": ("", ".zip"),
+          "rocksdb-changelog": ("\nchangelog_checkpointing = true", ".changelog")}
+CASES = [(name, store) for name, (*_, ci_store) in PIPELINES.items()
+         for store in (("hdfs", "rocksdb") if FULL else (ci_store,))]
+
+
+def with_store(folder: Path, pipeline: str, store: str) -> None:
+    """Put the pipeline on ``store`` (its ``[spark]`` table chooses the provider)."""
+    path = folder / pipeline
+    extra = STORES[store][0]
+    if extra is not None:
+        text = path.read_text()
+        assert "[spark]" in text
+        path.write_text(text.replace("[spark]", f'[spark]\nstate_store = "rocksdb"{extra}', 1))
+
+
+def duckdb_tables(folder: Path) -> dict[str, list[dict]]:
+    """Every user table of every DuckDB file under ``out/`` (interlace's own tables left out)."""
+    out: dict[str, list[dict]] = {}
+    for db in sorted((folder / "out").glob("*.duckdb")):
+        con = duckdb.connect(str(db), read_only=True)
+        try:
+            names = [r[0] for r in con.execute("SHOW TABLES").fetchall()]
+            for name in names:
+                if name == "_interlace_commits":
+                    batches = con.execute("SELECT tbl, batch_id, count(*) FROM "
+                                          "_interlace_commits GROUP BY ALL HAVING count(*) > 1"
+                                          ).fetchall()
+                    assert not batches, f"batches committed twice: {batches}"
+                    continue
+                out[name] = rows_of(con.execute(f'SELECT * FROM "{name}"').fetchdf())
+        finally:
+            con.close()
+    return out
+
+
+_REFERENCE: dict[str, dict[str, list[dict]]] = {}
+
+
+def reference(name: str, tmp_path_factory, spark) -> dict[str, list[dict]]:
+    """The tables of an uninterrupted run (once per pipeline), checked against the oracle.
+
+    Run in-process on the test session (``run_pipeline``, as ``interlace run`` does, on the
+    default state store; the provider does not change the output)."""
+    if name not in _REFERENCE:
+        setup, check, *_ = PIPELINES[name]
+        folder = tmp_path_factory.mktemp(f"reference-{name}")
+        pipeline = setup(folder, spark)
+        summary = run_pipeline(preflight(folder / pipeline, base=folder), base=folder,
+                               spark=spark, progress=None)  # in-process: no JVM to start
+        assert summary.batches > 1
+        tables = duckdb_tables(folder)
+        check(tables)
+        _REFERENCE[name] = tables
+    return _REFERENCE[name]
+
+
+@pytest.mark.parametrize(("name", "store"), CASES)
+def test_killed_and_restarted_run_equals_the_uninterrupted_run(name, store, tmp_path,
+                                                               tmp_path_factory, spark):
+    setup, check, points, _ = PIPELINES[name]
+    want = reference(name, tmp_path_factory, spark)
+    pipeline = setup(tmp_path, spark)
+    with_store(tmp_path, pipeline, store)
+    seed = sum(map(ord, f"{name}/{store}"))
+    kills = seeded_kills(seed, 10, points=points) if FULL else CI_KILLS[name]
+    report = run_with_kills(pipeline, tmp_path, kills)
+    print(f"\n{name} on {store} (seed {seed}):\n{report.summary()}")
+    if os.environ.get("INTERLACE_CRASH_REPORT"):
+        with open(os.environ["INTERLACE_CRASH_REPORT"], "a") as fh:
+            fh.write(json.dumps({
+                "pipeline": name, "store": store, "seed": seed,
+                "runs": [{"kill": str(r.kill) if r.kill else None, "killed": r.killed,
+                          "seconds": round(r.seconds, 1), "batches": r.batches}
+                         for r in report.runs]}) + "\n")
+    assert report.kills >= 1, report.summary()
+    got = duckdb_tables(tmp_path)
+    assert set(got) == set(want)
+    for table in want:
+        lost = Counter(canonical_rows(want[table])) - Counter(canonical_rows(got[table]))
+        extra = Counter(canonical_rows(got[table])) - Counter(canonical_rows(want[table]))
+        assert not lost and not extra, (table, "lost", lost, "duplicated or wrong", extra,
+                                        report.summary())
+    check(got)
+    suffix = STORES[store][1]
+    ckpt = next(p.parent for p in tmp_path.rglob("offsets") if (p.parent / "state").is_dir())
+    assert any(p.name.endswith(suffix) for p in (ckpt / "state").rglob("*")), store

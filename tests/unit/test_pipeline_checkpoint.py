@@ -1,0 +1,161 @@
+"""The checkpoint's spec record (issue 13): a restart with a changed spec stops before Spark.
+
+``interlace run`` records the operator, every spec field and the sources' schemas in the
+checkpoint folder; a later run compares (``interlace.pipeline.checkpoint``). The CLI side, on
+Spark, is ``tests/cli/test_errors.py::test_changed_spec_on_an_old_checkpoint``.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from interlace.operators.errors import ConfigError
+from interlace.pipeline import Pipeline
+from interlace.pipeline.checkpoint import (
+    SPEC_FILE,
+    changed_fields,
+    check_checkpoint,
+    record_checkpoint,
+    spec_record,
+)
+
+_JOIN = '''\
+name = "orders-payments"
+
+[[sources]]
+name = "orders"
+format = "parquet"
+path = "data/orders"
+schema = "order_id BIGINT, amount DECIMAL(10,2), order_ts TIMESTAMP"
+event_time_column = "order_ts"
+
+[[sources]]
+name = "payments"
+format = "json"
+path = "data/payments"
+schema = "payment_id STRING, order_id BIGINT, pay_ts TIMESTAMP"
+event_time_column = "pay_ts"
+
+[transform.join]
+kind = "stream_stream_join"
+left_source = "orders"
+right_source = "payments"
+left_keys = ["order_id"]
+right_keys = ["order_id"]
+time_window_ms = 300_000
+
+[target]
+kind = "duckdb"
+'''
+
+_WINDOW = '''\
+name = "clicks"
+
+[[sources]]
+name = "clicks"
+format = "json"
+path = "data/clicks"
+schema = "user STRING, page STRING, click_ts TIMESTAMP"
+event_time_column = "click_ts"
+
+[transform.window]
+kind = "tumbling"
+duration_ms = 60_000
+group_by = ["user"]
+max_groups_per_window = 1000
+
+[[transform.window.aggregations]]
+agg = "count"
+as = "clicks"
+
+[[transform.window.aggregations]]
+agg = "count_distinct"
+column = "page"
+as = "pages"
+
+[target]
+kind = "console"
+'''
+
+JOIN_TOML = _JOIN.replace("time_window_ms = 300_000", 'time_window_ms = 300000\nhow = "inner"\n'
+                          "lateness_ms = 5000\nkey_groups = 8")
+WINDOW_TOML = _WINDOW.replace("duration_ms = 60_000", 'duration_ms = 60000\nlate_data = "drop"\n'
+                              "key_groups = 4")
+
+
+def test_a_fresh_checkpoint_gets_the_record_and_the_same_spec_passes(tmp_path):
+    p = Pipeline.from_toml(JOIN_TOML)
+    check_checkpoint(p, tmp_path)  # nothing recorded yet: nothing to compare
+    record_checkpoint(p, tmp_path)
+    path = tmp_path / p.checkpoint_path() / SPEC_FILE
+    record = json.loads(path.read_text())
+    assert record == spec_record(p) and record["operator"] == type(p.join).__name__
+    check_checkpoint(Pipeline.from_toml(JOIN_TOML), tmp_path)
+    # A second record_checkpoint keeps the first record.
+    other = Pipeline.from_toml(JOIN_TOML.replace("key_groups = 8", "key_groups = 16"))
+    record_checkpoint(other, tmp_path)
+    assert json.loads(path.read_text()) == record
+
+
+@pytest.mark.parametrize(("toml", "old", "new", "want"), [
+    ("window", "key_groups = 4", "key_groups = 9", "key_groups: 4 -> 9"),
+    ("window", "duration_ms = 60000", "duration_ms = 30000", "duration_ms: 60000 -> 30000"),
+    ("window", 'group_by = ["user"]', 'group_by = ["user", "page"]',
+     'group_by: ["user"] -> ["user", "page"]'),
+    ("join", 'how = "inner"', 'how = "left"', 'how: "inner" -> "left"'),
+    ("join", "time_window_ms = 300000", "time_window_ms = 60000",
+     "time_window_ms: 300000 -> 60000"),
+    ("join", "lateness_ms = 5000", "lateness_ms = 9000", "lateness_ms: 5000 -> 9000"),
+])
+def test_each_changed_field_is_named_with_its_old_and_new_value(tmp_path, toml, old, new, want):
+    text = WINDOW_TOML if toml == "window" else JOIN_TOML
+    assert old in text, old
+    record_checkpoint(Pipeline.from_toml(text), tmp_path)
+    with pytest.raises(ConfigError) as err:
+        check_checkpoint(Pipeline.from_toml(text.replace(old, new)), tmp_path)
+    msg = str(err.value)
+    assert msg.startswith(f"the checkpoint {Pipeline.from_toml(text).checkpoint_path()} was "
+                          "written by another spec; changed since:\n"), msg
+    assert f"\n  {want}\n" in msg, msg
+    assert msg.endswith("restore them, or give [spark] checkpoint a new folder to start over "
+                        "from the sources"), msg
+    assert msg.count("\n  ") == 1, msg  # only the changed field
+
+
+def test_every_change_is_listed_and_a_source_schema_counts(tmp_path):
+    p = Pipeline.from_toml(JOIN_TOML)
+    changed = JOIN_TOML.replace('how = "inner"', 'how = "full"').replace(
+        "key_groups = 8", "key_groups = 2")
+    schema = next(s.schema for s in p.sources if s.schema)
+    changed = changed.replace(schema, schema + ", extra STRING", 1)
+    diffs = changed_fields(spec_record(p), spec_record(Pipeline.from_toml(changed)))
+    assert [d.split(":")[0] for d in diffs] == ["how", "key_groups",
+                                                 f"source {p.sources[0].name!r}"], diffs
+
+
+def test_another_operator_is_named(tmp_path):
+    diffs = changed_fields(spec_record(Pipeline.from_toml(JOIN_TOML)),
+                           spec_record(Pipeline.from_toml(WINDOW_TOML)))
+    assert diffs[0].startswith("the operator: Join -> Window"), diffs
+
+
+def test_a_checkpoint_with_batches_but_no_record_is_recorded_only_after_a_run(tmp_path):
+    p = Pipeline.from_toml(WINDOW_TOML)
+    offsets = tmp_path / p.checkpoint_path() / "offsets"
+    offsets.mkdir(parents=True)
+    (offsets / "0").write_text("v1")
+    record_checkpoint(p, tmp_path)  # before the query: the spec that wrote it is unknown
+    assert not (tmp_path / p.checkpoint_path() / SPEC_FILE).exists()
+    record_checkpoint(p, tmp_path, ran=True)  # after a run the state's fingerprint accepted
+    assert (tmp_path / p.checkpoint_path() / SPEC_FILE).exists()
+
+
+def test_an_unreadable_record_is_a_clear_error(tmp_path):
+    p = Pipeline.from_toml(WINDOW_TOML)
+    path = tmp_path / p.checkpoint_path() / SPEC_FILE
+    path.parent.mkdir(parents=True)
+    path.write_text("{not json")
+    with pytest.raises(ConfigError, match="holds an unreadable interlace-spec.json"):
+        check_checkpoint(p, tmp_path)
