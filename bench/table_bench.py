@@ -13,7 +13,9 @@ Workloads (docs/performance.md, "Table joins", has the method and why the native
   ``stream_table_join(how="left", emit="final")``; Spark's stream-static left join with the
   snapshot read as a (cached) batch DataFrame (no state: the cost floor, wrong once the table
   changes); Spark's left outer stream-stream interval join of the stream with the changelog
-  (``t.ts BETWEEN s.ts - INTERVAL I AND s.ts``, watermarks on both).
+  (``t.ts BETWEEN s.ts - INTERVAL I AND s.ts``, watermarks on both); and the *floor*: a no-op
+  ``applyInPandasWithState`` function on ``stream_table_join``'s own prepared input (what
+  Spark's stateful pandas path costs before interlace does any work).
 * ``tt``: two changelogs (``k, ts, v, deleted``) over 10k keys: each side's snapshot (90 % of
   the keys) in micro-batch 0, then 1 % of the keys updated per side per micro-batch, 5 % of
   the updates tombstones. Engines: interlace ``table_join(how="full")``; Spark's full outer
@@ -87,7 +89,7 @@ TT_SCHEMA = pa.schema([
     pa.field("v", pa.int64()),
     pa.field("deleted", pa.bool_()),
 ])
-ST_ENGINES = ("interlace", "native-static", "native-interval")
+ST_ENGINES = ("interlace", "native-static", "native-interval", "floor")
 TT_ENGINES = ("interlace", "native-full")
 
 
@@ -268,7 +270,9 @@ def st_expected(data: Data) -> dict[str, dict[str, int]]:
     asof["no_version_in_interval"] = int((ok & (n == 0)).sum())
     interval = {"rows": int(np.maximum(n, 1).sum()), "matched": int(n.sum()),
                 "sum_tv": int((cs[hi] - cs[lo]).sum())}
-    return {"interlace": asof, "native-static": static, "native-interval": interval}
+    floor = {"rows": 0, "matched": 0, "sum_tv": 0}  # the no-op emits nothing
+    return {"interlace": asof, "native-static": static, "native-interval": interval,
+            "floor": floor}
 
 
 def final_snapshot(cols: Cols) -> dict[int, int]:
@@ -360,6 +364,8 @@ def build(spark: Any, root: Path, w: Workload, engine: str, key_groups: int,
             return stream_table_join(s, t, StreamTableJoin(
                 left_keys=["k"], right_keys=["k"], how="left", event_time_column="ts",
                 lateness_ms=w.lateness_ms, emit="final", key_groups=key_groups))
+        if engine == "floor":
+            return build_floor(s, t, w, key_groups)
         if engine == "native-static":
             joined = s.alias("s").join(static.alias("t"), on="k", how="left")
         else:  # native-interval
@@ -386,6 +392,38 @@ def build(spark: Any, root: Path, w: Workload, engine: str, key_groups: int,
         F.col("r.k").alias("right_k"), F.col("l.v").alias("left_v"),
         F.col("r.v").alias("right_v"), F.col("l.ts").alias("left_ts"),
         F.col("r.ts").alias("right_ts"))
+
+
+class FloorFunction:
+    """A no-op ``applyInPandasWithState`` function: reads every frame, keeps an 8-byte state.
+
+    Run on the stream-table join's prepared input, key groups and timeout, it measures what
+    Spark's stateful pandas path costs per micro-batch before interlace does any work: the
+    floor under interlace's time per micro-batch.
+    """
+
+    def __call__(self, key: Any, frames: Any, state: Any) -> Any:
+        for _ in frames:
+            pass
+        state.update((b"\0" * 8,))
+        state.setTimeoutTimestamp(max(int(state.getCurrentWatermarkMs()), 1) + 10**12)
+        return iter(())
+
+
+def build_floor(s: Any, t: Any, w: Workload, key_groups: int) -> Any:
+    """The no-op floor on ``stream_table_join``'s prepared input (same spec, same shuffle)."""
+    from interlace import StreamTableJoin, prepare_stream_table_join
+
+    if __name__ != "__main__":  # workers cannot import bench/: ship this module by value
+        from pyspark import cloudpickle
+
+        cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    op = prepare_stream_table_join(s, t, StreamTableJoin(
+        left_keys=["k"], right_keys=["k"], how="left", event_time_column="ts",
+        lateness_ms=w.lateness_ms, emit="final", key_groups=key_groups))
+    return op.prepared.groupBy(*op.group_columns).applyInPandasWithState(
+        FloorFunction(), op.output_schema, op.state_schema, op.output_mode, op.timeout_conf
+    )
 
 
 @dataclasses.dataclass
@@ -611,7 +649,11 @@ def render(args: Any, results: dict[tuple[str, str], TableRun], datasets: dict[s
             "<= 2x native-static's. \"vs the data\": interlace is checked against an as-of join "
             "computed with numpy (failure otherwise); each native against what *it* computes "
             "(stream-static: the snapshot's value for every row; interval: every version of "
-            "the key in `[t - I, t]`, or one NULL row), which explains their different answers.",
+            "the key in `[t - I, t]`, or one NULL row), which explains their different answers. "
+            "floor: a no-op `applyInPandasWithState` function (reads every frame, keeps 8 bytes "
+            "of state, emits nothing) on `stream_table_join`'s own prepared input, key groups "
+            "and timeout: what Spark's stateful pandas path costs before interlace does any "
+            "work; interlace / floor is interlace's own share.",
             "",
         ]
         for n in st_names:

@@ -206,6 +206,10 @@ def _interlace_error(name: str, message: str, ctx: _Context) -> Explained:
         if "different spec" in message:
             problem = f"{where} was written by another spec; use a new checkpoint or restore "
             problem += "the old spec"
+        elif name == "StateDecodeError":
+            problem = (f"{where} holds state this interlace cannot decode (corrupted, "
+                       "truncated, or of another operator); restore it from a backup or use a "
+                       "new checkpoint")
         else:
             problem = f"{where} cannot be read by this interlace"
         return Explained(problem, (f"{name}: {message}",), code=CONFIG_EXIT)

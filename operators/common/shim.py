@@ -26,6 +26,7 @@ from interlace.operators.common.watermark import (
     timeout_ms_when_past,
 )
 from interlace.operators.common.worker import prepare_worker
+from interlace.state.errors import StateDecodeError
 from interlace.state.tables import TablesState
 
 __all__ = [
@@ -85,7 +86,11 @@ class OperatorFunction:
         prepare_worker()
         spark_wm_ms = int(state.getCurrentWatermarkMs())
         wm_us = operator_wm_us(spark_wm_ms, self.plan.horizon_ms)
-        done = self._call(state.get[0] if state.exists else None, frames, wm_us)
+        try:
+            done = self._call(state.get[0] if state.exists else None, frames, wm_us)
+        except StateDecodeError as exc:  # name where the bad blob is (issue 13)
+            raise type(exc)(f"{exc} ({self.operator_name} operator, key group "
+                            f"{_key_group(key)})") from exc
         if done.output is not None:
             yield done.output
         if self.counters is not None and done.counts:
@@ -102,6 +107,16 @@ class OperatorFunction:
     ) -> CallResult:
         """Run one call on the key group's stored ``blob`` (``None``: no state yet)."""
         raise NotImplementedError
+
+    @property
+    def operator_name(self) -> str:
+        """The operator's name in messages (``Join``, ``Window``, ``StreamTableJoin``, ...)."""
+        return type(self).__name__.removesuffix("Function")
+
+
+def _key_group(key: Any) -> Any:
+    """The key group id of Spark's grouping key (a one-element tuple), for messages."""
+    return key[0] if isinstance(key, tuple) and len(key) == 1 else key
 
 
 class TableStepResult(Protocol):

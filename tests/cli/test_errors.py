@@ -303,6 +303,21 @@ def test_path_not_found_at_run_time_names_the_source(tmp_path):
     ]
 
 
+def test_a_corrupt_state_blob_names_the_checkpoint_operator_and_key_group(tmp_path):
+    from interlace.errors_cli import explain_error
+    from interlace.state import StateDecodeError
+
+    exc = StateDecodeError("state blob is not valid msgpack (41 bytes): unpack(b) received extra "
+                           "data. (Window operator, key group 3)")
+    got = explain_error(exc, context=_context(tmp_path, window_toml()))
+    lines = got.render("x.log").splitlines()
+    assert got.code == 2
+    assert lines[0] == (f"interlace: the checkpoint {tmp_path}/out/checkpoint holds state this interlace "
+                        "cannot decode (corrupted, truncated, or of another operator); restore "
+                        "it from a backup or use a new checkpoint")
+    assert lines[1].endswith("(Window operator, key group 3)"), lines
+
+
 def test_ddl_parse_error_at_run_time_names_the_schema(tmp_path):
     from pyspark.errors import ParseException
 
