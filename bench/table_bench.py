@@ -394,30 +394,19 @@ def build(spark: Any, root: Path, w: Workload, engine: str, key_groups: int,
         F.col("r.ts").alias("right_ts"))
 
 
-class FloorFunction:
-    """A no-op ``applyInPandasWithState`` function: reads every frame, keeps an 8-byte state.
-
-    Run on the stream-table join's prepared input, key groups and timeout, it measures what
-    Spark's stateful pandas path costs per micro-batch before interlace does any work: the
-    floor under interlace's time per micro-batch.
-    """
-
-    def __call__(self, key: Any, frames: Any, state: Any) -> Any:
-        for _ in frames:
-            pass
-        state.update((b"\0" * 8,))
-        state.setTimeoutTimestamp(max(int(state.getCurrentWatermarkMs()), 1) + 10**12)
-        return iter(())
-
-
 def build_floor(s: Any, t: Any, w: Workload, key_groups: int) -> Any:
-    """The no-op floor on ``stream_table_join``'s prepared input (same spec, same shuffle)."""
+    """The no-op floor on ``stream_table_join``'s prepared input (same spec, same shuffle).
+
+    ``window_bench.FloorFunction`` reads every frame, keeps an 8-byte state and emits nothing:
+    what Spark's stateful pandas path costs per micro-batch before interlace does any work.
+    """
     from interlace import StreamTableJoin, prepare_stream_table_join
 
-    if __name__ != "__main__":  # workers cannot import bench/: ship this module by value
-        from pyspark import cloudpickle
+    from pyspark import cloudpickle
+    from window_bench import FloorFunction  # the no-op the window benchmark's floor runs
 
-        cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    # Workers cannot import bench/: ship window_bench's function by value.
+    cloudpickle.register_pickle_by_value(sys.modules["window_bench"])
     op = prepare_stream_table_join(s, t, StreamTableJoin(
         left_keys=["k"], right_keys=["k"], how="left", event_time_column="ts",
         lateness_ms=w.lateness_ms, emit="final", key_groups=key_groups))

@@ -415,15 +415,20 @@ def naive_sessions(clicks, gap_s):
     return out
 
 
-def test_session_reopen_into_duckdb_converges_to_the_final_sessions(tmp_path):
-    """Issue 11: a late row that grows or merges emitted sessions leaves no stale row."""
-    folder = tmp_path / "in" / "clicks"
+def write_session_clicks(root: Path) -> None:
+    """:data:`SESSION_CLICKS` as one JSON file per micro-batch under ``root/in/clicks``."""
+    folder = root / "in" / "clicks"
     folder.mkdir(parents=True)
     for i, batch in enumerate(SESSION_CLICKS):
         path = folder / f"{i:06d}.json"
         path.write_text("".join(json.dumps({"user": u, "page": p, "ts": at(s).isoformat() + "Z"})
                                 + "\n" for u, p, s in batch))
         os.utime(path, (1_700_000_000 + i, 1_700_000_000 + i))
+
+
+def test_session_reopen_into_duckdb_converges_to_the_final_sessions(tmp_path):
+    """Issue 11: a late row that grows or merges emitted sessions leaves no stale row."""
+    write_session_clicks(tmp_path)
     text = WINDOW_TOML.format(fmt="json", extra="", target="duckdb", target_path="out/w.duckdb")
     text = text.replace('kind = "tumbling"\nduration_ms = 10000', 'kind = "session"\ngap_ms = 5000')
     text = text.replace('path = "out/w.duckdb"', 'path = "out/w.duckdb"\ntable = "sessions"\n'

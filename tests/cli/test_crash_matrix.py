@@ -43,6 +43,7 @@ from test_cli import (
     at,
     naive_sessions,
     write_join_inputs,
+    write_session_clicks,
 )
 
 from interlace.faults import CRASH_POINTS
@@ -111,13 +112,7 @@ SESSION_TOML = WINDOW_TOML.format(fmt="json", extra="", target="duckdb",
 
 
 def setup_window(folder: Path, spark) -> str:
-    src = folder / "in" / "clicks"
-    src.mkdir(parents=True)
-    for i, batch in enumerate(SESSION_CLICKS):
-        path = src / f"{i:06d}.json"
-        path.write_text("".join(json.dumps({"user": u, "page": p, "ts": at(s).isoformat() + "Z"})
-                                + "\n" for u, p, s in batch))
-        os.utime(path, (1_700_000_000 + i, 1_700_000_000 + i))
+    write_session_clicks(folder)
     (folder / "w.toml").write_text(SESSION_TOML)
     return "w.toml"
 

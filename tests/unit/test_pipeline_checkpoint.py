@@ -8,6 +8,7 @@ Spark, is ``tests/cli/test_errors.py::test_changed_spec_on_an_old_checkpoint``.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -21,68 +22,9 @@ from interlace.pipeline.checkpoint import (
     spec_record,
 )
 
-_JOIN = '''\
-name = "orders-payments"
-
-[[sources]]
-name = "orders"
-format = "parquet"
-path = "data/orders"
-schema = "order_id BIGINT, amount DECIMAL(10,2), order_ts TIMESTAMP"
-event_time_column = "order_ts"
-
-[[sources]]
-name = "payments"
-format = "json"
-path = "data/payments"
-schema = "payment_id STRING, order_id BIGINT, pay_ts TIMESTAMP"
-event_time_column = "pay_ts"
-
-[transform.join]
-kind = "stream_stream_join"
-left_source = "orders"
-right_source = "payments"
-left_keys = ["order_id"]
-right_keys = ["order_id"]
-time_window_ms = 300_000
-
-[target]
-kind = "duckdb"
-'''
-
-_WINDOW = '''\
-name = "clicks"
-
-[[sources]]
-name = "clicks"
-format = "json"
-path = "data/clicks"
-schema = "user STRING, page STRING, click_ts TIMESTAMP"
-event_time_column = "click_ts"
-
-[transform.window]
-kind = "tumbling"
-duration_ms = 60_000
-group_by = ["user"]
-max_groups_per_window = 1000
-
-[[transform.window.aggregations]]
-agg = "count"
-as = "clicks"
-
-[[transform.window.aggregations]]
-agg = "count_distinct"
-column = "page"
-as = "pages"
-
-[target]
-kind = "console"
-'''
-
-JOIN_TOML = _JOIN.replace("time_window_ms = 300_000", 'time_window_ms = 300000\nhow = "inner"\n'
-                          "lateness_ms = 5000\nkey_groups = 8")
-WINDOW_TOML = _WINDOW.replace("duration_ms = 60_000", 'duration_ms = 60000\nlate_data = "drop"\n'
-                              "key_groups = 4")
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+JOIN_TOML = (EXAMPLES / "orders_payments.toml").read_text()
+WINDOW_TOML = (EXAMPLES / "clicks_per_minute.toml").read_text()
 
 
 def test_a_fresh_checkpoint_gets_the_record_and_the_same_spec_passes(tmp_path):
@@ -100,14 +42,13 @@ def test_a_fresh_checkpoint_gets_the_record_and_the_same_spec_passes(tmp_path):
 
 
 @pytest.mark.parametrize(("toml", "old", "new", "want"), [
-    ("window", "key_groups = 4", "key_groups = 9", "key_groups: 4 -> 9"),
-    ("window", "duration_ms = 60000", "duration_ms = 30000", "duration_ms: 60000 -> 30000"),
+    ("window", "key_groups = 8", "key_groups = 9", "key_groups: 8 -> 9"),
+    ("window", "duration_ms = 60_000", "duration_ms = 30_000", "duration_ms: 60000 -> 30000"),
     ("window", 'group_by = ["user"]', 'group_by = ["user", "page"]',
      'group_by: ["user"] -> ["user", "page"]'),
-    ("join", 'how = "inner"', 'how = "left"', 'how: "inner" -> "left"'),
-    ("join", "time_window_ms = 300000", "time_window_ms = 60000",
-     "time_window_ms: 300000 -> 60000"),
-    ("join", "lateness_ms = 5000", "lateness_ms = 9000", "lateness_ms: 5000 -> 9000"),
+    ("join", 'how = "left"', 'how = "inner"', 'how: "left" -> "inner"'),
+    ("join", "upper_ms = 600_000", "upper_ms = 300_000", "upper_ms: 600000 -> 300000"),
+    ("join", "lateness_ms = 120_000", "lateness_ms = 90_000", "lateness_ms: 120000 -> 90000"),
 ])
 def test_each_changed_field_is_named_with_its_old_and_new_value(tmp_path, toml, old, new, want):
     text = WINDOW_TOML if toml == "window" else JOIN_TOML
@@ -126,7 +67,7 @@ def test_each_changed_field_is_named_with_its_old_and_new_value(tmp_path, toml, 
 
 def test_every_change_is_listed_and_a_source_schema_counts(tmp_path):
     p = Pipeline.from_toml(JOIN_TOML)
-    changed = JOIN_TOML.replace('how = "inner"', 'how = "full"').replace(
+    changed = JOIN_TOML.replace('how = "left"', 'how = "full"').replace(
         "key_groups = 8", "key_groups = 2")
     schema = next(s.schema for s in p.sources if s.schema)
     changed = changed.replace(schema, schema + ", extra STRING", 1)
