@@ -247,6 +247,70 @@ def _dead_letter_cell(r: dict[str, Any]) -> str | None:
     return None
 
 
+def _same_key_run(
+    join: Callable[..., Any],
+    run_locally: Callable[..., Any],
+    key: str,
+    spec_kwargs: dict[str, Any],
+    value_columns: list[str] | None = None,
+) -> Callable[[str, list[Any], Any], Any]:
+    """Return ``run(how, log, schema)`` for a join of two inputs on the same ``key``.
+
+    Args:
+        join: The spec class (:class:`~interlace.Join`, :class:`~interlace.StreamTableJoin`,
+            :class:`~interlace.TableJoin`).
+        run_locally: Its local runner (``run_join_locally`` ...).
+        key: The key field (both sides).
+        spec_kwargs: The spec's other fields, from the caller.
+        value_columns: The spec's ``value_columns``, if it is given one.
+
+    Returns:
+        The runner :func:`_replay_per_how` calls: one key group, event time ``ts``.
+    """
+    values = {} if value_columns is None else {"value_columns": value_columns}
+
+    def run(how: str, log: list[Any], schema: Any) -> Any:
+        spec = join(
+            left_keys=[key],
+            right_keys=[key],
+            how=how,
+            event_time_column="ts",
+            key_groups=1,
+            **values,
+            **spec_kwargs,
+        )
+        return run_locally(spec, log, schema, schema)
+
+    return run
+
+
+def _batch_rows(
+    events: Sequence[dict[str, Any]],
+    n_batches: int,
+    hows: Sequence[str],
+    shown: Callable[[dict[str, Any]], str],
+    cell: Callable[[str, int], str],
+) -> str:
+    """Lay out the table: one row per micro-batch, its event under its side, a cell per ``how``.
+
+    Args:
+        events: The events, one per micro-batch.
+        n_batches: The micro-batches to show (the trailing no-data batch included).
+        hows: The join types, one column each.
+        shown: The event as shown under its side (``left`` / ``right``).
+        cell: ``cell(how, b)``: the output of micro-batch ``b`` under ``how``.
+
+    Returns:
+        The rendered table: ``ts``, ``left``, ``right``, then one column per ``how``.
+    """
+    rows = []
+    for b in range(n_batches):
+        e = events[b] if b < len(events) else {}
+        sides = [shown(e) if e.get("side") == s else "" for s in ("left", "right")]
+        rows.append([_ts_cell(events, b), *sides, *(cell(h, b) for h in hows)])
+    return _render(["ts", "left", "right", *hows], rows)
+
+
 def explain_join(
     events: Sequence[dict[str, Any]],
     *,
@@ -271,17 +335,7 @@ def explain_join(
     from interlace.operators.join import Join
     from interlace.testing.local import run_join_locally
 
-    def run(how: str, log: list[Any], schema: Any) -> Any:
-        spec = Join(
-            left_keys=[key],
-            right_keys=[key],
-            how=how,
-            event_time_column="ts",
-            key_groups=1,
-            **join_kwargs,
-        )
-        return run_join_locally(spec, log, schema, schema)
-
+    run = _same_key_run(Join, run_join_locally, key, join_kwargs)
     per_how, n_batches = _replay_per_how(events, [key, value], hows, run)
 
     def pair(how: str, r: dict[str, Any]) -> str:
@@ -293,13 +347,13 @@ def explain_join(
         lv, rv = r.get(f"left_{value}"), r.get(f"right_{value}")
         return f"{'null' if lv is None else lv} - {'null' if rv is None else rv}"
 
-    rows = []
-    for b in range(n_batches):
-        e = events[b] if b < len(events) else {}
-        sides = [str(e.get(value)) if e.get("side") == s else "" for s in ("left", "right")]
-        cells = ["  ".join(sorted(pair(h, r) for r in per_how[h].get(b, []))) for h in hows]
-        rows.append([_ts_cell(events, b), *sides, *cells])
-    return _render(["ts", "left", "right", *hows], rows)
+    return _batch_rows(
+        events,
+        n_batches,
+        hows,
+        lambda e: str(e.get(value)),
+        lambda h, b: "  ".join(sorted(pair(h, r) for r in per_how[h].get(b, []))),
+    )
 
 
 def explain_stream_table(
@@ -332,18 +386,7 @@ def explain_stream_table(
     from interlace.operators.stream_table import StreamTableJoin
     from interlace.testing.local import run_stream_table_locally
 
-    def run(how: str, log: list[Any], schema: Any) -> Any:
-        spec = StreamTableJoin(
-            left_keys=[key],
-            right_keys=[key],
-            how=how,  # type: ignore[arg-type]
-            event_time_column="ts",
-            value_columns=[value],
-            key_groups=1,
-            **spec_kwargs,
-        )
-        return run_stream_table_locally(spec, log, schema, schema)
-
+    run = _same_key_run(StreamTableJoin, run_stream_table_locally, key, spec_kwargs, [value])
     per_how, n_batches = _replay_per_how(events, [key, value], hows, run)
 
     def pair(r: dict[str, Any]) -> str:
@@ -352,13 +395,13 @@ def explain_stream_table(
             return letter
         return f"{_null(r.get(f'left_{value}'))} - {_null(r.get(f'right_{value}'))}"
 
-    rows = []
-    for b in range(n_batches):
-        e = events[b] if b < len(events) else {}
-        sides = [_null(e.get(value)) if e.get("side") == s else "" for s in ("left", "right")]
-        cells = ["  ".join(sorted(pair(r) for r in per_how[h].get(b, []))) for h in hows]
-        rows.append([_ts_cell(events, b), *sides, *cells])
-    return _render(["ts", "left", "right", *hows], rows)
+    return _batch_rows(
+        events,
+        n_batches,
+        hows,
+        lambda e: _null(e.get(value)),
+        lambda h, b: "  ".join(sorted(pair(r) for r in per_how[h].get(b, []))),
+    )
 
 
 def _changelog_cells(
@@ -409,30 +452,19 @@ def explain_table(
     from interlace.operators.table import TableJoin
     from interlace.testing.local import run_table_join_locally
 
-    def run(how: str, log: list[Any], schema: Any) -> Any:
-        spec = TableJoin(
-            left_keys=[key],
-            right_keys=[key],
-            how=how,  # type: ignore[arg-type]
-            event_time_column="ts",
-            value_columns=[value],
-            key_groups=1,
-            **spec_kwargs,
-        )
-        return run_table_join_locally(spec, log, schema, schema)
-
+    run = _same_key_run(TableJoin, run_table_join_locally, key, spec_kwargs, [value])
     per_how, n_batches = _replay_per_how(events, [key, value], hows, run)
 
     def upsert(r: dict[str, Any]) -> str:
         return f"{_null(r[f'left_{value}'])} - {_null(r[f'right_{value}'])}"
 
-    rows = []
-    for b in range(n_batches):
-        e = events[b] if b < len(events) else {}
-        sides = [_null(e.get(value)) if e.get("side") == s else "" for s in ("left", "right")]
-        cells = [_changelog_cells(per_how[h].get(b, []), key, upsert) for h in hows]
-        rows.append([_ts_cell(events, b), *sides, *cells])
-    return _render(["ts", "left", "right", *hows], rows)
+    return _batch_rows(
+        events,
+        n_batches,
+        hows,
+        lambda e: _null(e.get(value)),
+        lambda h, b: _changelog_cells(per_how[h].get(b, []), key, upsert),
+    )
 
 
 def explain_foreign_key(
@@ -492,18 +524,18 @@ def explain_foreign_key(
     def upsert(r: dict[str, Any]) -> str:
         return f"({_null(r[key])},{_null(r[f'left_{fk}'])},{_null(r[f'right_{value}'])})"
 
-    rows = []
-    for b in range(n_batches):
-        e = events[b] if b < len(events) else {}
-        shown = (
-            f"({_null(e.get(key))},{_null(e.get(fk))})"
-            if e.get("side") == "left"
-            else f"({_null(e.get(fk))},{_null(e.get(value))})"
-        )
-        sides = [shown if e.get("side") == s else "" for s in ("left", "right")]
-        cells = [_changelog_cells(per_how[h].get(b, []), key, upsert) for h in hows]
-        rows.append([_ts_cell(events, b), *sides, *cells])
-    return _render(["ts", "left", "right", *hows], rows)
+    def shown(e: dict[str, Any]) -> str:
+        if e.get("side") == "left":
+            return f"({_null(e.get(key))},{_null(e.get(fk))})"
+        return f"({_null(e.get(fk))},{_null(e.get(value))})"
+
+    return _batch_rows(
+        events,
+        n_batches,
+        hows,
+        shown,
+        lambda h, b: _changelog_cells(per_how[h].get(b, []), key, upsert),
+    )
 
 
 def parse_aggregation(text: str) -> Any:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Self
+from typing import Any, Self, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -47,6 +47,7 @@ __all__ = [
     "admit_updates",
     "bools",
     "changelog_output_names",
+    "changelog_step",
     "dead_letter_rows",
     "earliest_time_us",
     "reject_updates",
@@ -63,6 +64,8 @@ OP_COLUMN, EVENT_TIME_OUT, VERSION_COLUMN = "op", "event_time", "version"
 OP_UPSERT, OP_DELETE = "upsert", "delete"
 SIDE_NAMES = ("left", "right")
 KEY_PREFIX = RESERVED_PREFIX + "k"
+
+_Applied = TypeVar("_Applied")
 
 
 @dataclass(frozen=True)
@@ -374,3 +377,44 @@ def earliest_time_us(rows: pa.Table) -> int | None:
 def with_dead_letters(output: pa.Table, letters: list[pa.Table]) -> pa.Table:
     """The call's output rows, then its dead letters."""
     return pa.concat_tables([output, *letters]) if letters else output
+
+
+def changelog_step(
+    plan: ChangelogPlan,
+    held: pa.Table,
+    seq: int,
+    batch: pa.Table,
+    wm_us: int | None,
+    apply: Callable[[pa.Table, dict[str, int], list[pa.Table]], tuple[_Applied, pa.Table]],
+) -> tuple[pa.Table, _Applied, pa.Table, int | None, dict[str, int]]:
+    """Run one call of a changelog join's step: take its updates, apply the due ones.
+
+    Order (SEMANTICS §7, §9): updates without an event time are set aside (dead letters under
+    dlq, else counted), updates with a NULL key are ignored and counted; the due updates
+    (``eager``: all received; ``final``: held and new ones with ``wm > t``) go to ``apply``,
+    which applies them one at a time by (event time, left before right, arrival). An update
+    older than the latest applied one of its key in its own table is late (dropped and
+    counted, or a dead letter).
+
+    Args:
+        plan: The resolved join.
+        held: The key group's held updates before the call.
+        seq: The key group's next arrival number.
+        batch: Input rows with ``plan.input_schema`` columns (both tables, tagged by side), in
+            arrival order.
+        wm_us: The operator watermark ``(W + H) * 1000``, or ``None`` if Spark has none yet
+            (then nothing is due under ``final``).
+        apply: Applies the due updates, counting in the call's counters and adding its dead
+            letters; returns the key group's new tables and the changelog.
+
+    Returns:
+        The output (the changelog, then the dead letters), what ``apply`` returned for the
+        new tables, the updates still held, the earliest event time among them (``None`` if
+        none) and the counters.
+    """
+    counters: dict[str, int] = {}
+    letters: list[pa.Table] = []
+    due, still = take_updates(plan, held, seq, batch, wm_us, counters, letters)
+    applied, output = apply(due, counters, letters)
+    output = with_dead_letters(output, letters)
+    return output, applied, still.combine_chunks(), earliest_time_us(still), counters

@@ -35,12 +35,10 @@ from interlace.operators.common.changelog import (
     OP_UPSERT,
     add_count,
     bools,
-    earliest_time_us,
+    changelog_step,
     reject_updates,
     take_or_null,
-    take_updates,
     tombstone_mask,
-    with_dead_letters,
 )
 from interlace.operators.common.keys import key_codes
 from interlace.operators.common.prepare import HOME_COLUMN, SIDE_COLUMN
@@ -94,34 +92,32 @@ def step(
 ) -> ForeignKeyStepResult:
     """Advance one key group by one call: apply the due updates, emit the changelog.
 
-    Order (SEMANTICS §7, §9): updates without an event time are set aside (dead letters under
-    dlq, else counted), updates with a NULL key are ignored and counted; the due updates
-    (``eager``: all received; ``final``: held and new ones with ``wm > t``) are applied one
-    at a time by (event time, left before right, arrival). An update older than the latest
-    applied one of its key in its own table is late (dropped and counted, or a dead letter).
-    A left update emits for its own key, a right update for every left key whose present row
-    refers to it: ``upsert`` if the join is present after, else ``delete`` if it was before,
-    else, for a left update of an existing left row, Kafka's redundant ``delete``.
+    The updates are taken, held and applied in the order of
+    :func:`~interlace.operators.common.changelog.changelog_step` (SEMANTICS §7, §9). A left
+    update emits for its own key, a right update for every left key whose present row refers
+    to it: ``upsert`` if the join is present after, else ``delete`` if it was before, else,
+    for a left update of an existing left row, Kafka's redundant ``delete``.
 
     Args:
         plan: The resolved join.
         state: The key group's versions and held updates before the call.
-        batch: Input rows with ``plan.input_schema`` columns (both tables, tagged by side), in
-            arrival order.
+        batch: Input rows with ``plan.input_schema`` columns (both tables, tagged by side, the
+            right table's copies flagged home or not), in arrival order.
         wm_us: The operator watermark ``(W + H) * 1000``, or ``None`` if Spark has none yet
             (then nothing is due under ``final``).
 
     Returns:
-        The output, the new state, the next deadline and the counters.
+        A :class:`ForeignKeyStepResult`: the output, the new state, the next deadline and the
+        counters.
     """
-    counters: dict[str, int] = {}
-    letters: list[pa.Table] = []
-    due, held = take_updates(plan, state.held, state.seq, batch, wm_us, counters, letters)
-    left, right, output = _Apply(plan, state, due, wm_us, counters, letters).run()
+    output, (left, right), held, next_due_us, counters = changelog_step(
+        plan, state.held, state.seq, batch, wm_us,
+        lambda due, counters, letters: _Apply(plan, state, due, wm_us, counters, letters).run(),
+    )
     return ForeignKeyStepResult(
-        output=with_dead_letters(output, letters),
-        state=ForeignKeyState(left, right, held.combine_chunks(), state.seq + batch.num_rows),
-        next_due_us=earliest_time_us(held),
+        output=output,
+        state=ForeignKeyState(left, right, held, state.seq + batch.num_rows),
+        next_due_us=next_due_us,
         counters=counters,
     )
 
@@ -181,14 +177,14 @@ class _Apply:
         self.plan, self.state, self.due, self.wm_us = plan, state, due, wm_us
         self.counters, self.letters = counters, letters
 
-    def run(self) -> tuple[pa.Table, pa.Table, pa.Table]:
+    def run(self) -> tuple[tuple[pa.Table, pa.Table], pa.Table]:
         """Return the new left and right versions and the changelog."""
         plan, state = self.plan, self.state
         if not self.due.num_rows:
-            return state.left, state.right, plan.output_schema.empty_table()
+            return (state.left, state.right), plan.output_schema.empty_table()
         self._encode()
         if not self._drop_late():
-            return state.left, state.right, plan.output_schema.empty_table()
+            return (state.left, state.right), plan.output_schema.empty_table()
         self._order()
         emitted = [self._left_updates(), self._right_updates()]
         lcode, pos, lsrc, rsrc, upsert, rvalid = (
@@ -207,7 +203,7 @@ class _Apply:
         add_count(self.counters, "deletes", int((~upsert).sum()))
         output = self._changelog(pos, lsrc, rsrc, upsert, rvalid, base + rank)
         counts = np.bincount(lcode, minlength=self.n_lcodes)
-        return self._new_left(counts), self._new_right(), output
+        return (self._new_left(counts), self._new_right()), output
 
     # ---- codes, late updates, order ----
 

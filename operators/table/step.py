@@ -26,12 +26,10 @@ from interlace.operators.common.changelog import (
     SIDE_NAMES,
     add_count,
     bools,
-    earliest_time_us,
+    changelog_step,
     reject_updates,
     take_or_null,
-    take_updates,
     tombstone_mask,
-    with_dead_letters,
 )
 from interlace.operators.common.keys import key_codes
 from interlace.operators.common.prepare import SIDE_COLUMN
@@ -116,13 +114,10 @@ def step(
 ) -> TableJoinStepResult:
     """Advance one key group by one call: apply the due updates, emit the changelog.
 
-    Order (SEMANTICS §7, §9): updates without an event time are set aside (dead letters under
-    dlq, else counted), updates with a NULL key are ignored and counted; the due updates
-    (``eager``: all received; ``final``: held and new ones with ``wm > t``) are applied one
-    at a time by (event time, left before right, arrival). An update older than the latest
-    applied one of its key in its own table is late (dropped and counted, or a dead letter).
-    Each applied update emits ``upsert`` if the join is present after it, else ``delete`` if
-    it was present before, else nothing.
+    The updates are taken, held and applied in the order of
+    :func:`~interlace.operators.common.changelog.changelog_step` (SEMANTICS §7, §9). Each
+    applied update emits ``upsert`` if the join is present after it, else ``delete`` if it
+    was present before, else nothing.
 
     Args:
         plan: The resolved join.
@@ -133,16 +128,17 @@ def step(
             (then nothing is due under ``final``).
 
     Returns:
-        The output, the new state, the next deadline and the counters.
+        A :class:`TableJoinStepResult`: the output, the new state, the next deadline and the
+        counters.
     """
-    counters: dict[str, int] = {}
-    letters: list[pa.Table] = []
-    due, held = take_updates(plan, state.held, state.seq, batch, wm_us, counters, letters)
-    keys, output = _apply(plan, state.keys, due, wm_us, counters, letters)
+    output, keys, held, next_due_us, counters = changelog_step(
+        plan, state.held, state.seq, batch, wm_us,
+        lambda due, counters, letters: _apply(plan, state.keys, due, wm_us, counters, letters),
+    )
     return TableJoinStepResult(
-        output=with_dead_letters(output, letters),
-        state=TableJoinState(keys, held.combine_chunks(), state.seq + batch.num_rows),
-        next_due_us=earliest_time_us(held),
+        output=output,
+        state=TableJoinState(keys, held, state.seq + batch.num_rows),
+        next_due_us=next_due_us,
         counters=counters,
     )
 
