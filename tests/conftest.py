@@ -70,3 +70,22 @@ def state_store(request, spark):
             spark.conf.unset(k)
         else:
             spark.conf.set(k, v)
+
+
+# `make test` runs the suite on two pytest-xdist workers, whole files each (--dist loadfile),
+# handed out in collection order. The longest files (minutes each: a standalone cluster,
+# `interlace run` subprocesses) go first, so that no worker is left finishing one of them alone
+# at the end; the order within a file, and of the other files, is unchanged.
+LONGEST_FIRST = (
+    "tests/deploy/test_cluster.py",
+    "tests/cli/test_cli.py",
+    "tests/cli/test_crash_matrix.py",
+    "tests/cli/test_errors.py",
+    "tests/deploy/test_connect.py",
+    "tests/deploy/test_source_checkout.py",
+)
+
+
+def pytest_collection_modifyitems(config, items):
+    rank = {path: i for i, path in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))
