@@ -28,6 +28,24 @@ def cli(*args, cwd, timeout=600, check=True):
     return proc
 
 
+def run_here(spark, folder: Path, pipeline: str) -> str:
+    """Run ``folder/pipeline`` as ``interlace run`` does, but in this process on the test
+    session (no JVM to start, ~20 s less per run); return its progress output.
+
+    For tests of what a pipeline computes. What only the command line does (exit codes,
+    messages, the log file, the live progress line, Ctrl-C) is tested with :func:`cli`.
+    """
+    import io
+
+    from interlace.preflight import preflight
+    from interlace.runner import run_pipeline
+
+    out = io.StringIO()
+    run_pipeline(preflight(folder / pipeline, base=folder), base=folder, spark=spark,
+                 progress=out)
+    return out.getvalue()
+
+
 def read_table(db: Path, table: str) -> pd.DataFrame:
     """Return every row of ``table`` in the DuckDB file ``db`` (opened read-only)."""
     con = duckdb.connect(str(db), read_only=True)

@@ -1,6 +1,10 @@
 """The CLI as a user runs it (subprocess): validate, run every source format and target that
-can run here, the metrics endpoint, and the progress lines on and
-off a terminal."""
+can run here, the metrics endpoint, and the progress lines on and off a terminal.
+
+Tests of what a pipeline computes (a target's rows, the counts in the progress lines) run it
+in-process on the test session with ``run_here``, which calls what ``interlace run`` calls; the
+command line's own behaviour (exit codes, messages, the log file, the terminal, Ctrl-C) is
+tested through a subprocess."""
 
 from __future__ import annotations
 
@@ -22,7 +26,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from cli_support import INTERLACE, cli, read_table, rows_of
+from cli_support import INTERLACE, cli, read_table, rows_of, run_here
 from pyspark.sql import types as T
 
 from interlace.testing.log import JoinBatch
@@ -365,7 +369,7 @@ def test_json_source_parquet_target_window_reopen_equals_oracle(spark, tmp_path)
     write_clicks(tmp_path, "json")
     text = WINDOW_TOML.format(fmt="json", extra="", target="parquet", target_path="out/parquet")
     (tmp_path / "w.toml").write_text(text)
-    cli("run", "w.toml", cwd=tmp_path)
+    run_here(spark, tmp_path, "w.toml")
     # The whole folder reads back with Spark and with pandas (issue 11): microsecond UTC
     # timestamps, and typed columns in the empty first batch's file too.
     assert (tmp_path / "out/parquet/batch_id=0/part.parquet").is_file()
@@ -426,7 +430,7 @@ def write_session_clicks(root: Path) -> None:
         os.utime(path, (1_700_000_000 + i, 1_700_000_000 + i))
 
 
-def test_session_reopen_into_duckdb_converges_to_the_final_sessions(tmp_path):
+def test_session_reopen_into_duckdb_converges_to_the_final_sessions(spark, tmp_path):
     """Issue 11: a late row that grows or merges emitted sessions leaves no stale row."""
     write_session_clicks(tmp_path)
     text = WINDOW_TOML.format(fmt="json", extra="", target="duckdb", target_path="out/w.duckdb")
@@ -434,7 +438,7 @@ def test_session_reopen_into_duckdb_converges_to_the_final_sessions(tmp_path):
     text = text.replace('path = "out/w.duckdb"', 'path = "out/w.duckdb"\ntable = "sessions"\n'
                         'key = ["window_start", "window_end", "user"]')
     (tmp_path / "w.toml").write_text(text)
-    cli("run", "w.toml", cwd=tmp_path)
+    run_here(spark, tmp_path, "w.toml")
     got = {(r["user"], r["window_start"], r["window_end"]): r["clicks"]
            for r in rows_of(read_table(tmp_path / "out/w.duckdb", "sessions"))}
     want = naive_sessions(SESSION_CLICKS[:-1], 5)  # the sentinel's own session never closes
@@ -492,7 +496,7 @@ shuffle_partitions = 2
 """
 
 
-def test_bad_records_are_counted_per_batch_and_dead_letters_keep_the_raw_input(tmp_path):
+def test_bad_records_are_counted_per_batch_and_dead_letters_keep_the_raw_input(spark, tmp_path):
     """Issue 11: nothing bad vanishes without a trace."""
     def rec(user, amount, sec):
         ts = at(sec).isoformat() + "Z" if isinstance(sec, int) else sec
@@ -511,11 +515,11 @@ def test_bad_records_are_counted_per_batch_and_dead_letters_keep_the_raw_input(t
         (folder / f"{i:06d}.json").write_text("\n".join(lines) + "\n")
         os.utime(folder / f"{i:06d}.json", (1_700_000_000 + i, 1_700_000_000 + i))
     (tmp_path / "b.toml").write_text(BAD_TOML)
-    proc = cli("run", "b.toml", cwd=tmp_path)
+    progress = run_here(spark, tmp_path, "b.toml")
     for b, (dropped, malformed) in enumerate([(0, 1), (0, 1), (0, 0), (1, 0)]):
         assert re.search(rf"^\[bad\] batch {b}: .*, dropped {dropped}, malformed {malformed}, "
-                         r"state ", proc.stderr, re.MULTILINE), proc.stderr
-    assert re.search(r"^\[bad\] done: .* 2 malformed, ", proc.stderr, re.MULTILINE)
+                         r"state ", progress, re.MULTILINE), progress
+    assert re.search(r"^\[bad\] done: .* 2 malformed, ", progress, re.MULTILINE)
     totals = {(r["user"], r["window_start"]): r["total"]
               for r in rows_of(read_table(tmp_path / "out/b.duckdb", "totals"))}
     assert totals == {("a", at(0)): 1.0, ("b", at(0)): 2.0, ("a", at(30)): 4.0,
@@ -527,21 +531,22 @@ def test_bad_records_are_counted_per_batch_and_dead_letters_keep_the_raw_input(t
                                                                  "ts": "not-a-time"}
 
 
-def test_csv_source_console_target(tmp_path):
+def test_csv_source_console_target(spark, tmp_path, capsys):
     write_clicks(tmp_path, "csv")
     text = WINDOW_TOML.format(fmt="csv", extra='options = { header = "false" }', target="console",
                               target_path="unused")
     (tmp_path / "w.toml").write_text(text.replace('path = "unused"\n', ""))
-    proc = cli("run", "w.toml", cwd=tmp_path)
-    assert "window_start" in proc.stdout and "clicks" in proc.stdout
-    assert "revision" in proc.stdout
+    run_here(spark, tmp_path, "w.toml")
+    out = capsys.readouterr().out
+    assert "window_start" in out and "clicks" in out
+    assert "revision" in out
 
 
-def test_duckdb_upsert_keeps_the_highest_revision(tmp_path):
+def test_duckdb_upsert_keeps_the_highest_revision(spark, tmp_path):
     write_clicks(tmp_path, "json")
     text = WINDOW_TOML.format(fmt="json", extra="", target="duckdb", target_path="out/w.duckdb")
     (tmp_path / "w.toml").write_text(text)
-    cli("run", "w.toml", cwd=tmp_path)
+    run_here(spark, tmp_path, "w.toml")
     got = rows_of(read_table(tmp_path / "out/w.duckdb", "clicks"))
     # One row per (window, user): the last revision of each window from the oracle.
     from interlace.pipeline import Pipeline

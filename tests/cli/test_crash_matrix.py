@@ -15,8 +15,8 @@ Pipelines: the join (``how = "full"``, late rows to a dead-letter table), the se
 (``late_data = "reopen"``: revisions and a retraction), the stream-table, table-table and
 foreign-key joins; on the HDFS-backed and the RocksDB state store.
 
-CI runs five kills (each crash point, and a timed kill) on the join (HDFS), the window (RocksDB
-with changelog checkpointing) and the foreign-key join (RocksDB).
+CI runs four kills (each crash point once) on the join (HDFS), the window (RocksDB with changelog
+checkpointing) and the foreign-key join (RocksDB).
 ``INTERLACE_CRASH_MATRIX=full`` runs the full matrix: every pipeline on both stores, ten
 seeded kills each (twenty per pipeline); ``INTERLACE_CRASH_REPORT=<file>`` appends each case's
 runs to that file (docs/reliability.md).
@@ -161,11 +161,11 @@ PIPELINES = {
     "table": (setup_tables("customers_accounts.toml"), no_check, NO_DLQ, "hdfs"),
     "foreign_key": (setup_tables("orders_products.toml"), no_check, NO_DLQ, "rocksdb"),
 }
-# CI: three pipelines on the three stores, each crash point once, and a timed kill (the
-# stream-table and table-table pipelines run in the full matrix only).
+# CI: three pipelines on the three stores, each crash point once (every kill costs a JVM start,
+# ~20 s; the timed kills and the stream-table and table-table pipelines run in the full matrix).
 CI_KILLS = {
     "join": [Kill(point="dead-letters-committed", nth=1), Kill(point="target-committed", nth=2)],
-    "window": [Kill(point="target-uncommitted", nth=2), Kill(seconds=1.0)],
+    "window": [Kill(point="target-uncommitted", nth=2)],
     "foreign_key": [Kill(point="batch", nth=2)],
 }
 STORES = {"hdfs": (None, ".delta"), "rocksdb": ("", ".zip"),

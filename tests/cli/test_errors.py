@@ -12,7 +12,7 @@ import json
 import re
 
 import pytest
-from cli_support import cli
+from cli_support import cli, run_here
 
 pytestmark = pytest.mark.spark
 
@@ -210,11 +210,11 @@ def test_implausible_master(tmp_path):
 # --------------------------------------------------------------------------------------------
 
 
-def test_changed_spec_on_an_old_checkpoint(tmp_path):
+def test_changed_spec_on_an_old_checkpoint(spark, tmp_path):
     """Issue 13: a restart with a changed spec stops before Spark starts, naming each field."""
     clicks(tmp_path)
     name = pipeline(tmp_path, window_toml())
-    cli("run", name, cwd=tmp_path)
+    run_here(spark, tmp_path, name)  # in-process: the checkpoint is what matters here
     record = json.loads((tmp_path / "out/checkpoint/interlace-spec.json").read_text())
     assert record["operator"] == "Window" and record["spec"]["key_groups"] == 2
     clicks(tmp_path, name="000001")  # new input: the next batch reads the stored state
