@@ -24,8 +24,12 @@ TEST_WORKERS ?= 2
 test: $(VENV)/.installed
 	$(VENV)/bin/pytest $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
 
+# The whole benchmark (bench/run.py: every workload of bench/harness's registry, native vs
+# interlace, HDFS and RocksDB state stores) -> bench/results/<date>-full.md and .json. Hours on
+# 2 cores; run it alone on the machine. BENCH_ARGS=--quick is a smoke run (~20 min).
+BENCH_ARGS ?=
 bench: $(VENV)/.installed
-	$(VENV)/bin/python bench/join_bench.py
+	$(VENV)/bin/python bench/run.py $(BENCH_ARGS)
 
 $(LINT_VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(LINT_VENV)

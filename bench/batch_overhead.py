@@ -6,9 +6,10 @@ Run (from the repository root)::
     /work/venv/bin/python bench/batch_overhead.py --conf KEY=VALUE ...   # e.g. checkpoint settings
     /work/venv/bin/python bench/batch_overhead.py --count-process-starts  # + a JFR recording
 
-Both engines of ``bench/window_bench.py`` (native tumbling aggregation, and the "floor": a
-no-op ``applyInPandasWithState`` function on interlace's prepared input), run in one session
-and interleaved, on two inputs written with ``window_bench.generate``: ``--small-batches``
+Two engines of the window-tumbling workload (bench/harness/windows.py: native tumbling
+aggregation, and the "floor" of bench/harness/floor.py: a no-op ``applyInPandasWithState``
+function on interlace's prepared input), run in one session and interleaved, on two inputs
+written with ``harness.windows.generate``: ``--small-batches``
 micro-batches of 1 row (what a micro-batch costs however few rows it holds) and
 ``--batches`` of ``--rows`` rows. Prints the median ``addBatch`` time (ms) of each
 (engine, input) over ``--repeat`` runs: micro-batches with that input's row count, leaving out
@@ -28,10 +29,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-
-import window_bench as wb  # noqa: E402
+from harness import data as hdata
+from harness import spark as hspark
+from harness import windows as hw
+from harness.floor import floor_on
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -45,32 +46,30 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--count-process-starts", action="store_true")
     args = ap.parse_args(argv)
 
-    from interlace import local_session
+    from interlace import prepare_window
 
     work = Path(tempfile.mkdtemp(prefix="interlace-batch-overhead-"))
-    conf = dict(c.split("=", 1) for c in args.conf)
+    conf = hspark.parse_conf(args.conf)
     jfr = work / "run.jfr"
     if args.count_process_starts:
         conf["spark.driver.extraJavaOptions"] = (
             "-XX:StartFlightRecording=settings=profile")
     try:
+        kind = hw.Kind("tumbling", duration_ms=60_000)
         inputs = {  # folder -> (rows per data micro-batch, data)
-            "small": (1, wb.generate(1, args.small_batches, 10, 120.0, seed=1)),
-            "large": (args.rows, wb.generate(args.rows, args.batches, 10_000, 120.0, seed=2)),
+            "small": (1, hw.generate(kind, 1, args.small_batches, 10, seed=1)),
+            "large": (args.rows, hw.generate(kind, args.rows, args.batches, 10_000, seed=2)),
         }
         for name, (_, data) in inputs.items():
-            wb.write_inputs(data, work / "in" / name)
-        w = wb.WORKLOADS["tumbling"]
-        spark = local_session("interlace-batch-overhead", master="local[2]",
-                              shuffle_partitions=4, conf=conf)
+            hw.write(data, work / "in" / name)
+        spark = hspark.open_session(conf)
         add_batch: dict[tuple[str, str], list[int]] = {}
         for rep in range(args.repeat):
             for engine in ("native", "floor"):
                 for name, (rows, _) in inputs.items():
-                    src = (spark.readStream.schema(wb.spark_schema())
-                           .option("maxFilesPerTrigger", 1).parquet(str(work / "in" / name)))
-                    out = (wb.build_floor(src, w, args.key_groups) if engine == "floor"
-                           else wb.build_native(src, w, None))
+                    src = hdata.read_stream(spark, work / "in" / name / "events", hw.SCHEMA)
+                    out = (floor_on(prepare_window(src, hw.spec(kind, args.key_groups)))
+                           if engine == "floor" else hw.native(src, kind, None))
                     ckpt = work / f"ckpt-{rep}-{engine}-{name}"
                     query = (out.writeStream
                              .foreachBatch(lambda df, _: df.selectExpr("count(*)").collect())

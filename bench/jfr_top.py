@@ -1,8 +1,8 @@
-"""Summarise a Java Flight Recording from ``bench/join_bench.py --jfr DIR``: where the JVM ran.
+"""Summarise a Java Flight Recording from ``bench/run.py --jfr DIR``: where the JVM ran.
 
 Run::
 
-    /work/venv/bin/python bench/jfr_top.py /tmp/jfr/interlace-a-kg32-*.jfr [--top 25]
+    .venv/bin/python bench/jfr_top.py /tmp/jfr/hdfs-join-100k-interlace-*.jfr [--top 25]
 
 Reads the ``jdk.ExecutionSample`` events (threads running Java code; a thread blocked in a
 socket read or sleeping is not sampled) with the JDK's ``jfr`` tool and prints:

@@ -1,6 +1,7 @@
 """Experimental variants of interlace's join shim, for measuring proposed changes.
 
-Nothing here is used by interlace itself. ``bench/join_bench.py --variant NAME`` and
+Nothing here is used by interlace itself. ``bench/run.py --variant NAME`` (engine
+``interlace:NAME`` beside the released shim, on the join workloads) and
 ``bench/profile_join.py --variant NAME`` run a variant in place of
 :class:`interlace.operators.join.JoinFunction` (the benchmark registers this module with
 cloudpickle by value, so Spark's Python workers get this code without installing it), so a
@@ -202,7 +203,7 @@ class BigChunksJoinFunction(JoinFunction):
     ``spark.sql.execution.arrow.maxRecordsPerBatch`` rows (10,000 by default) and pickles the
     group's state into *every* chunk (``ApplyInPandasWithStateWriter``: the state metadata is
     1:1 with chunks), so a key group with 50,000 rows has its blob pickled five times per
-    micro-batch. ``join_bench.py`` sets ``SESSION_CONF`` for this variant's query only.
+    micro-batch. The harness sets ``SESSION_CONF`` for this variant's queries only.
     """
 
     SESSION_CONF = {"spark.sql.execution.arrow.maxRecordsPerBatch": "100000"}
@@ -210,7 +211,7 @@ class BigChunksJoinFunction(JoinFunction):
 
 def _log_collections(folder: str) -> None:
     """Append ``generation cpu_seconds collected`` per garbage collection of this worker to
-    ``folder/<pid>.txt`` (once per process; join_bench gives each engine its own workers)."""
+    ``folder/<pid>.txt`` (once per process; the harness gives each engine its own workers)."""
     import gc
     import os
     import time
@@ -224,7 +225,7 @@ def _log_collections(folder: str) -> None:
         if phase == "start":
             t0[0] = time.process_time()
         else:
-            os.makedirs(folder, exist_ok=True)  # join_bench empties it before each run
+            os.makedirs(folder, exist_ok=True)  # the harness empties it before each run
             with open(path, "a") as fh:
                 fh.write(f"{info['generation']} {time.process_time() - t0[0]:.6f} "
                          f"{info['collected']}\n")
@@ -235,7 +236,7 @@ def _log_collections(folder: str) -> None:
 
 class GcStatJoinFunction(JoinFunction):
     """``JoinFunction`` unchanged, every garbage collection of its workers logged to
-    ``GC_LOG_DIR`` (join_bench reads it into the report's GC table)."""
+    ``GC_LOG_DIR`` (the harness sums them into the run's ``extra``)."""
 
     GC_LOG_DIR = "/tmp/interlace-bench-gc/gcstat"
 
@@ -247,8 +248,9 @@ class GcStatJoinFunction(JoinFunction):
 
 
 class NoFreezeJoinFunction(GcStatJoinFunction):
-    """``gcstat`` as before the GC freeze (:func:`interlace.operators.common.worker.prepare_worker`):
-    the worker's garbage collector left alone."""
+    """``gcstat`` as before the GC freeze
+    (:func:`interlace.operators.common.worker.prepare_worker`): the worker's garbage collector
+    left alone."""
 
     GC_LOG_DIR = "/tmp/interlace-bench-gc/nofreeze"
 

@@ -2,12 +2,12 @@
 
 Run (from the repository root)::
 
-    /work/venv/bin/python bench/profile_join.py --workload b          # phase timings
-    /work/venv/bin/python bench/profile_join.py --workload c --cprofile 25
+    .venv/bin/python bench/profile_join.py --workload join-10k          # phase timings
+    .venv/bin/python bench/profile_join.py --workload join-hot --cprofile 25
 
 It replays what one ``applyInPandasWithState`` Python worker does for every key group of every
-micro-batch of a ``bench/join_bench.py`` workload, using PySpark's own conversion code where the
-worker would:
+micro-batch of a join workload of the benchmark harness (bench/harness/joins.py), using
+PySpark's own conversion code where the worker would:
 
 1. ``input``: the prepared input rows (the columns ``prepare_join`` builds) as Arrow record
    batches, cut per key group into chunks of ``spark.sql.execution.arrow.maxRecordsPerBatch``
@@ -49,9 +49,12 @@ import pyarrow as pa
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import join_variants  # noqa: E402
+from harness.data import T0_US  # noqa: E402
+from harness.registry import Size, load  # noqa: E402
 from interlace.operators import join as J  # noqa: E402
 from interlace.state.buffers import JoinBuffers, decode_join_state, encode_join_state  # noqa: E402
-from join_bench import T0_US, WORKLOADS, generate  # noqa: E402
+
+WORKLOADS = {n: w for n, w in load().items() if w.family == "join"}
 
 
 class State:
@@ -118,7 +121,7 @@ def prepared_batch(
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--workload", default="b", choices=sorted(WORKLOADS))
+    ap.add_argument("--workload", default="join-10k", choices=sorted(WORKLOADS))
     ap.add_argument("--rows", type=int, default=100_000)
     ap.add_argument("--batches", type=int, default=4)
     ap.add_argument("--key-groups", type=int, default=32)
@@ -135,9 +138,11 @@ def main(argv: list[str] | None = None) -> int:
     from pyspark.sql.conversion import ArrowBatchTransformer, PandasToArrowConversion
 
     w = WORKLOADS[args.workload]
-    data = generate(w, args.rows, args.batches, args.seed + "abc".index(args.workload))
-    spec = J.Join(left_keys=["k"], right_keys=["k"], how="inner", time_window_ms=w.window_ms,
-                  event_time_column="ts", lateness_ms=w.lateness_ms, key_groups=args.key_groups)
+    data = w.generate(Size(args.rows, args.batches, seed=args.seed))
+    shape = data.shape
+    spec = J.Join(left_keys=["k"], right_keys=["k"], how="inner", time_window_ms=shape.window_ms,
+                  event_time_column="ts", lateness_ms=shape.lateness_ms,
+                  key_groups=args.key_groups)
     side_schema = pa.schema([("k", pa.int64()), ("ts", pa.timestamp("ns")), ("v", pa.float64())])
     plan = J.JoinPlan.from_schemas(spec, side_schema, side_schema)
     assert plan.slots == (("__il_s0", 0, 0), ("__il_s1", 2, 2)), plan.slots  # prepared_batch
@@ -158,8 +163,9 @@ def main(argv: list[str] | None = None) -> int:
     out_rows = 0
     blob_bytes: list[int] = []
 
-    # Wrap the JoinFunction pieces to time them (module globals are looked up at call time).
-    mod: Any = J
+    # Wrap the JoinFunction pieces to time them (module globals of operators/join/shim.py,
+    # where JoinFunction lives, are looked up at call time).
+    mod: Any = sys.modules[J.JoinFunction.__module__]
     names = {"frames_to_table": "frames_to_table", "decode_join_state": "decode_join_state",
              "step": "step", "encode_join_state": "encode_join_state",
              "table_to_pandas": "table_to_pandas"}
@@ -186,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
     per_batch: list[float] = []
     per_batch_cpu: list[float] = []
     for b in range(args.batches):
-        wm_ms = 0 if max_l is None else max(0, (min(max_l, max_r) // 1000) - w.lateness_ms)
+        wm_ms = 0 if max_l is None else max(0, (min(max_l, max_r) // 1000) - shape.lateness_ms)
         table = prepared_batch(data.left[b], data.right[b], args.key_groups)
         max_l = max(max_l or 0, int(data.left[b][1].max()))
         max_r = max(max_r or 0, int(data.right[b][1].max()))
@@ -236,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
     total, total_cpu = sum(per_batch), sum(per_batch_cpu)
     inner = sum(v for k, v in phase.items() if not k.startswith(("input", "output")))
     inner_cpu = sum(v for k, v in phase_cpu.items() if not k.startswith(("input", "output")))
-    print(f"workload ({w.name}) {w.label}: {args.batches} batches x {args.rows:,} rows/side, "
+    print(f"workload {w.name} ({w.label}): {args.batches} batches x {args.rows:,} rows/side, "
           f"key_groups={args.key_groups}, variant={args.variant}, {calls} calls, "
           f"{out_rows:,} output rows")
     print(f"Python wall time per batch (s): {', '.join(f'{x:.2f}' for x in per_batch)}; total "

@@ -1,0 +1,334 @@
+"""``bench/run.py``: run the registry's workloads on each state store and write the report.
+
+For every state store and workload: one verification run per engine (natives and interlace)
+collects the whole output, which the workload checks against its oracle and the other
+engines; then ``--repeat`` timed runs, engines interleaved (native, interlace, native, ...),
+each with a count + checksum sink that must agree between repeats and, where the engines
+compute the same thing, between engines. Under RocksDB a native stream-stream join runs once
+per join state format. The fastest run of each cell is reported. Exit status 1 when a check
+fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime as dt
+import os
+import shlex
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from harness import report
+from harness import run as hrun
+from harness import spark as hspark
+from harness.compare import Check
+from harness.registry import REGISTRY, Context, Engine, Size, Workload, load, select
+
+HERE = Path(__file__).resolve().parent.parent
+#: A cell whose run took longer is not repeated; a verification run that long is the cell's
+#: only run (native on 100 hot keys: 7 to 28 minutes on 2 cores).
+LONG_RUN_S = 180.0
+DEPRECATED_JOIN_FORMATS = (1,)
+
+
+def parser() -> argparse.ArgumentParser:
+    """The command line (``bench/run.py --help``)."""
+    ap = argparse.ArgumentParser(
+        prog="bench/run.py", description=__doc__.split("\n\n")[0].split(": ", 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="workloads: " + ", ".join(load()))
+    ap.add_argument("--workloads", default="*",
+                    help="comma list of names, globs or families (join, window, table); "
+                         "default: all")
+    ap.add_argument("--stores", default="hdfs,rocksdb", help="comma list of hdfs, rocksdb")
+    ap.add_argument("--quick", action="store_true",
+                    help="smoke run: each workload's tiny size, one timed run; not numbers")
+    ap.add_argument("--rows", type=int, help="rows per micro-batch (per side) for every workload")
+    ap.add_argument("--batches", type=int, help="data micro-batches for every workload")
+    ap.add_argument("--keys", type=int, help="distinct keys for every workload")
+    ap.add_argument("--repeat", type=int, help="timed runs per cell (3; --quick: 1)")
+    ap.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                    help="Spark setting for the session (repeatable; every engine)")
+    ap.add_argument("--join-formats", default="auto",
+                    help="join state formats the natives run with under RocksDB: 'auto' (each "
+                         "one a tiny probe query accepts, but deprecated 1) or a comma list")
+    ap.add_argument("--key-groups", type=int, help="interlace key_groups (default: per family)")
+    ap.add_argument("--sweep", default="", help="more interlace key_groups to time, e.g. 8,32")
+    ap.add_argument("--floor", action="store_true",
+                    help="add the no-op applyInPandasWithState floor where a workload has one")
+    ap.add_argument("--variant", action="append", default=[], metavar="NAME",
+                    help="join shim variant from bench/join_variants.py beside interlace")
+    ap.add_argument("--native-rsd", type=float, help="native approx_count_distinct rsd (0.05)")
+    ap.add_argument("--resolution-us", type=int, default=1,
+                    help="window data: round event times down to this grid (µs)")
+    ap.add_argument("--seed", type=int, default=20260302)
+    ap.add_argument("--label", help="results file label (default: full / quick)")
+    ap.add_argument("--out-dir", help="results folder (default bench/results; --quick: temp)")
+    ap.add_argument("--workdir", help="inputs and checkpoints (default: a temporary folder)")
+    ap.add_argument("--jfr", metavar="DIR", help="a Java Flight Recording per run into DIR")
+    ap.add_argument("--list", action="store_true", help="list the workloads and exit")
+    return ap
+
+
+@dataclasses.dataclass
+class Plan:
+    """What a workload runs on one store: engines (expanded per join format) by role."""
+
+    verify: list[Engine]
+    timed: list[Engine]
+
+
+def plan_engines(w: Workload, options: dict[str, Any], formats: list[int] | None,
+                 sweep: list[int], key_groups: int) -> Plan:
+    """The workload's engines on one store: stream-join natives once per join state format
+    in ``formats`` (``None``: the default, unnamed), interlace at each ``sweep`` key_groups."""
+    verify: list[Engine] = []
+    timed: list[Engine] = []
+    for e in w.engines(options):
+        if e.role == "native" and e.stream_join and formats:
+            expanded = [dataclasses.replace(e, name=f"{e.name}@f{f}",
+                                            conf={**e.conf, hspark.JOIN_FORMAT_KEY: str(f)})
+                        for f in formats]
+        else:
+            expanded = [e]
+        if e.role == "native" or e.name == "interlace":
+            verify += expanded
+        timed += expanded
+        if e.name == "interlace":
+            timed += [dataclasses.replace(e, name=f"interlace@kg{k}", key_groups=k)
+                      for k in sweep if k != key_groups]
+    return Plan(verify, timed)
+
+
+def join_formats(spark: Any, arg: str, stores: list[str], work: Path,
+                 probe: bool) -> tuple[dict[str, dict[int, str]], list[int]]:
+    """The probe's answer per store and format, and the formats RocksDB's natives run with."""
+    found: dict[str, dict[int, str]] = {}
+    if probe:
+        for store in stores:
+            found[store] = hspark.probe_join_formats(spark, store, work)
+            print(f"[formats] {store}: " + "; ".join(f"{f}: {a}" for f, a in
+                                                      found[store].items()), flush=True)
+    if arg != "auto":
+        return found, [int(x) for x in arg.split(",") if x.strip()]
+    ok = found.get("rocksdb", {})
+    return found, [f for f, a in ok.items() if a == "ok" and f not in DEPRECATED_JOIN_FORMATS]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark; 0 when every check held."""
+    argv = sys.argv[1:] if argv is None else argv
+    args = parser().parse_args(argv)
+    if args.list:
+        for w in load().values():
+            print(f"{w.name:18s} {w.family:7s} {w.description}")
+        return 0
+    try:
+        workloads = select([p.strip() for p in args.workloads.split(",") if p.strip()])
+        conf = hspark.parse_conf(args.conf)
+    except ValueError as exc:
+        parser().error(str(exc))
+    stores = [s.strip() for s in args.stores.split(",") if s.strip()]
+    if not stores or any(s not in hspark.STORES for s in stores):
+        parser().error(f"--stores: choose from {', '.join(hspark.STORES)} (got {args.stores!r})")
+    repeat = args.repeat if args.repeat is not None else (1 if args.quick else 3)
+    size = Size(args.rows, args.batches, args.keys, args.quick, args.seed, args.resolution_us)
+    options = {"floor": args.floor, "variants": args.variant, "native_rsd": args.native_rsd}
+    sweep = [int(x) for x in args.sweep.split(",") if x.strip()]
+    label = args.label or ("quick" if args.quick else "full")
+    out_dir = Path(args.out_dir) if args.out_dir else (
+        Path(tempfile.gettempdir()) / "interlace-bench" if args.quick else HERE / "results")
+    exe = sys.executable
+    exe = os.path.relpath(exe) if exe.startswith(os.getcwd()) else exe
+    command = shlex.join([exe, "bench/run.py", *argv])
+    work = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="interlace-bench-"))
+    os.environ.setdefault("INTERLACE_BENCH_TIMING_DIR", str(work / "timing"))  # variant timed
+    t_start = time.perf_counter()
+    try:
+        return _run(args, workloads, stores, conf, repeat, size, options, sweep, label, out_dir,
+                    command, work, t_start)
+    finally:
+        if not args.workdir:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def _run(args: Any, workloads: list[Workload], stores: list[str], conf: dict[str, str],
+         repeat: int, size: Size, options: dict[str, Any], sweep: list[int], label: str,
+         out_dir: Path, command: str, work: Path, t_start: float) -> int:
+    datasets = {}
+    for w in workloads:
+        data = w.generate(size)
+        w.write(data, work / "in" / w.name)
+        datasets[w.name] = data
+        print(f"[data] {w.name}: {data.input_rows:,} input rows, {data.data_batches} data "
+              "micro-batches", flush=True)
+    spark = hspark.open_session(conf)
+    print("[spark] session up", flush=True)
+    default_format = spark.conf.get(hspark.JOIN_FORMAT_KEY, "2")
+    needs_formats = any(e.stream_join for w in workloads for e in w.engines(options))
+    found, rocks_formats = join_formats(spark, args.join_formats, stores, work,
+                                        probe=needs_formats and args.join_formats == "auto")
+    bench = Bench(spark, work, options, Path(args.jfr) if args.jfr else None)
+    checks: dict[tuple[str, str], list[Check]] = {}
+    for store in stores:
+        hspark.use_store(spark, store)
+        for w in workloads:
+            data = datasets[w.name]
+            kg = args.key_groups or w.default_key_groups()
+            plan = plan_engines(w, options, rocks_formats if store == "rocksdb" else None,
+                                sweep, kg)
+            frames: dict[str, Any] = {}
+            timed: dict[str, list[hrun.RunResult]] = {}
+            for e in plan.verify:
+                r, frames[e.name] = bench.once(store, w, data, kg, e, True)
+                if r.seconds > LONG_RUN_S:  # minutes-long: its verification run is its timing
+                    timed[e.name] = [dataclasses.replace(r, kind="timed", extra={
+                        **r.extra, "timed_by_verification_run": True})]
+                    bench.runs.append(timed[e.name][0])
+            checks[(w.name, store)] = cs = _verify(w, data, frames, options)
+            for c in cs:
+                print(f"[check] {store} {w.name}: {c.what}: "
+                      f"{'ok' if c.ok else 'by design' if c.by_design else 'FAILED'} — {c.detail}",
+                      flush=True)
+            bench.failures += [f"{store}/{w.name}: {c.what}: {c.detail}" for c in cs if c.failed]
+            verify_rows = {e: len(f) for e, f in frames.items()}
+            del frames
+            for _ in range(repeat):
+                for e in plan.timed:  # engines interleaved: outside load hits all alike
+                    done = timed.setdefault(e.name, [])
+                    if done and min(r.seconds for r in done) > LONG_RUN_S:
+                        continue  # minutes-long runs are not repeated
+                    done.append(bench.once(store, w, data, kg, e, False)[0])
+            bench.failures += timed_failures(f"{store}/{w.name}", plan.timed, timed, verify_rows)
+    spark.stop()
+    meta = {
+        "date": dt.date.today().isoformat(), "label": label, "quick": args.quick,
+        "command": command, "versions": hspark.versions(), "conf": conf, "stores": stores,
+        "repeat": repeat, "total_s": time.perf_counter() - t_start,
+        "join_formats": found, "format_runs": "RocksDB: " + (
+            ", ".join(map(str, rocks_formats)) or "none"),
+        "default_join_format": default_format,
+        "workloads": [{"name": w.name, "description": w.description,
+                       "input_rows": datasets[w.name].input_rows,
+                       "data_batches": datasets[w.name].data_batches,
+                       "key_groups": args.key_groups or w.default_key_groups()}
+                      for w in workloads],
+        "options": {**options, "sweep": sweep, "size": dataclasses.asdict(size)},
+    }
+    runs, failures = bench.runs, bench.failures
+    table = report.cells(runs)
+    md = report.render(meta, table, checks, failures)
+    stem = f"{meta['date']}-{label}"
+    path = report.write(out_dir, stem, md, report.to_json(meta, runs, checks, failures))
+    print()
+    print(md)
+    print(f"[written] {path} (+ .json)")
+    if failures:
+        print("FAILED:\n  " + "\n  ".join(failures), file=sys.stderr)
+        return 1
+    return 0
+
+
+@dataclasses.dataclass
+class Bench:
+    """The session and what the runs so far gave (every run, every failure)."""
+
+    spark: Any
+    work: Path
+    options: dict[str, Any]
+    jfr: Path | None
+    runs: list[hrun.RunResult] = dataclasses.field(default_factory=list)
+    failures: list[str] = dataclasses.field(default_factory=list)
+
+    def once(self, store: str, w: Workload, data: Any, key_groups: int, e: Engine,
+             collect: bool) -> tuple[hrun.RunResult, Any]:
+        """Run engine ``e`` on ``w`` once (``collect``: a verification run)."""
+        ctx = Context(self.spark, self.work / "in" / w.name, data, e.key_groups or key_groups,
+                      self.options)
+
+        def cleanup() -> None:
+            for f in ctx.cleanups:
+                f()
+
+        q = hrun.Query(lambda: e.build(ctx), e.columns, w.checksum, w.sink_filter, e.conf,
+                       e.before, e.after, cleanup)
+        r, frame = hrun.run_query(
+            self.spark, q, workload=w.name, store=store, engine=e.name, role=e.role,
+            input_rows=data.input_rows, data_batches=data.data_batches,
+            ckpt_root=self.work / "checkpoints", collect=collect, jfr_dir=self.jfr)
+        self.runs.append(r)
+        _held(w, data, r)
+        st = r.last_data_state
+        print(f"[{r.kind}] {store} {w.name} {e.name}: {r.seconds:.1f} s, "
+              f"{r.rows_per_s:,.0f} rows/s, out={r.out_rows:,}, "
+              f"state={st['memoryUsedBytes']:,} B / {st['numRowsTotal']:,} rows, "
+              f"other load {r.foreign:.2f} cores"
+              + (f", conf {r.extra['conf']}" if r.extra.get("conf") else ""), flush=True)
+        if r.role == "interlace" and r.dropped_by_watermark:
+            self.failures.append(f"{store}/{w.name}/{e.name}: {r.dropped_by_watermark} rows "
+                                 "dropped by the watermark")
+        return r, frame
+
+
+def _verify(w: Workload, data: Any, frames: dict[str, Any],
+            options: dict[str, Any]) -> list[Check]:
+    """The workload's checks, once per join state format when natives ran under several."""
+    groups: dict[str, dict[str, Any]] = {}
+    for name, frame in frames.items():
+        base, _, fmt = name.partition("@")
+        groups.setdefault(fmt, {})[base] = frame
+    plain = groups.pop("", {})
+    if not groups:
+        return w.verify(data, plain, options)
+    out = []
+    for fmt, natives in groups.items():
+        for c in w.verify(data, {**plain, **natives}, options):
+            out.append(dataclasses.replace(c, what=f"[join format {fmt[1:]}] {c.what}"))
+    return out
+
+
+def timed_failures(where: str, engines: list[Engine], timed: dict[str, list[hrun.RunResult]],
+                   verify_rows: dict[str, int]) -> list[str]:
+    """Timed runs that disagree: between repeats, with the verification run's row count, or
+    (engines that compute interlace's answer) with interlace's checksum; the floor emits
+    nothing."""
+    out = []
+    # A run without a checksum is a long cell's verification run (its output was compared).
+    sums = {n: {(r.out_rows, r.checksum) for r in rs if r.checksum is not None}
+            for n, rs in timed.items()}
+    for n, got in sums.items():
+        if len(got) > 1:
+            out.append(f"{where}/{n}: output differs between repeats: {sorted(got)}")
+    ref = sums.get("interlace")
+    for e in engines:
+        got = sums.get(e.name, set())
+        if e.role == "floor":
+            if any(n for n, _ in got):
+                out.append(f"{where}/{e.name}: the floor emitted rows")
+        elif e.name in verify_rows and any(n != verify_rows[e.name] for n, _ in got):
+            out.append(f"{where}/{e.name}: timed runs emitted {sorted(n for n, _ in got)} rows, "
+                       f"the verification run {verify_rows[e.name]:,}")
+        elif e.exact and ref and got and e.name != "interlace" and got != ref:
+            out.append(f"{where}/{e.name}: count/checksum {sorted(got)} differ from "
+                       f"interlace's {sorted(ref)}")
+    return out
+
+
+def _held(w: Workload, data: Any, r: hrun.RunResult) -> None:
+    """Record the state rows the data implies after the last data micro-batch."""
+    if w.held is None:
+        return
+    st = r.last_data_state
+    key = f"held-{st['batchId']}-{st['watermark_ms']}"
+    cache = getattr(data, "cache", {})
+    if key not in cache:
+        cache[key] = w.held(data, st["batchId"], st["watermark_ms"])
+    r.extra["held"] = cache[key]
+
+
+__all__ = ["REGISTRY", "main", "parser", "plan_engines", "timed_failures"]

@@ -1,0 +1,154 @@
+"""The workload registry: every benchmark workload, by name.
+
+A :class:`Workload` says how to make its data (deterministically, from a seed), how to write
+it as Parquet inputs, which engines run on it (Spark's native operator(s), interlace, and the
+optional extras: the no-op floor, other ``key_groups``, shim variants) and how to verify
+their collected outputs (:mod:`harness.compare`). The family modules (:mod:`harness.joins`,
+:mod:`harness.windows`, :mod:`harness.tables`) define and register theirs at import.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fnmatch
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+from harness.compare import Check
+
+#: Engine roles. ``native``: a Spark operator interlace is compared with; ``interlace``: the
+#: operator under test (the first one is the main one, the others are sweeps / variants);
+#: ``floor``: a no-op ``applyInPandasWithState`` on interlace's prepared input (emits nothing).
+ROLES = ("native", "interlace", "floor")
+
+
+@dataclasses.dataclass(frozen=True)
+class Size:
+    """How much data: ``None`` fields take the workload's default (``quick``: its smoke size)."""
+
+    rows: int | None = None
+    batches: int | None = None
+    keys: int | None = None
+    quick: bool = False
+    seed: int = 20260302
+    resolution_us: int = 1
+
+
+class Data(Protocol):
+    """What the harness needs of a workload's generated data."""
+
+    @property
+    def input_rows(self) -> int:
+        """Rows of every input, sentinels included (throughput counts them)."""
+
+    @property
+    def data_batches(self) -> int:
+        """Micro-batches holding data (sentinel and no-data batches come after them)."""
+
+
+@dataclasses.dataclass
+class Context:
+    """What an engine's builder gets: the session, the inputs' folder, the data, options."""
+
+    spark: Any
+    root: Path
+    data: Any
+    key_groups: int
+    options: Mapping[str, Any]
+    cleanups: list[Callable[[], None]] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass(frozen=True)
+class Engine:
+    """One way to compute a workload's output.
+
+    ``stream_join``: a native stream-stream join, run once per join state format under
+    RocksDB. ``conf``: settings for this engine's queries only. ``key_groups``: interlace's
+    (``None``: the workload's default). ``exact``: a native that must give interlace's output
+    row for row (timed runs compare checksums); table joins' natives answer other questions.
+    """
+
+    name: str
+    role: str
+    build: Callable[[Context], Any]
+    columns: tuple[str, ...]
+    stream_join: bool = False
+    conf: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    key_groups: int | None = None
+    exact: bool = True
+    before: Callable[[], None] | None = None
+    after: Callable[[Any], None] | None = None
+
+    def __post_init__(self) -> None:
+        if self.role not in ROLES:
+            msg = f"`role` must be one of {ROLES} (got {self.role!r})"
+            raise ValueError(msg)
+
+
+@dataclasses.dataclass(frozen=True)
+class Workload:
+    """One benchmark workload (see the module docstring).
+
+    ``generate(size)`` must be deterministic in ``size`` (a unit test checks it).
+    ``engines(options)``: natives first, then interlace (the main one), then the extras the
+    options ask for (``floor``, ``variants``); the harness adds the ``sweep``'s key_groups.
+    ``verify(data, frames, options)`` gets the collected output of each engine that had a
+    verification run (natives and the main interlace), by engine name, and returns its checks.
+    ``sink_filter``: SQL dropping the sentinel rows from every output. ``checksum``: the SQL
+    expressions a timed run hashes (default: the engine's columns); engines that must agree
+    give equal checksums.
+    ``held(data, batch_id, watermark_ms)``: the state rows the data implies after that
+    micro-batch (for bytes per held row), or ``None``.
+    """
+
+    name: str
+    family: str
+    label: str
+    description: str
+    generate: Callable[[Size], Any]
+    write: Callable[[Any, Path], None]
+    engines: Callable[[Mapping[str, Any]], list[Engine]]
+    verify: Callable[[Any, Mapping[str, Any], Mapping[str, Any]], list[Check]]
+    default_key_groups: Callable[[], int]
+    sink_filter: str | None = None
+    checksum: tuple[str, ...] | None = None
+    held: Callable[[Any, int, int], int] | None = None
+    held_label: str = "state rows"
+
+
+REGISTRY: dict[str, Workload] = {}
+FAMILIES = ("join", "window", "table")
+
+
+def register(w: Workload) -> Workload:
+    """Add ``w`` to :data:`REGISTRY` (names are unique)."""
+    if w.name in REGISTRY:
+        msg = f"workload {w.name!r} is registered twice"
+        raise ValueError(msg)
+    REGISTRY[w.name] = w
+    return w
+
+
+def load() -> dict[str, Workload]:
+    """Import the family modules (which register their workloads) and return the registry."""
+    from harness import joins, tables, windows  # noqa: F401 - registration on import
+
+    order = sorted(REGISTRY.values(), key=lambda w: FAMILIES.index(w.family))
+    return {w.name: w for w in order}
+
+
+def select(patterns: Sequence[str]) -> list[Workload]:
+    """Workloads matching any of ``patterns`` (names or globs, ``join-*``), in registry order.
+
+    Raises ``ValueError`` naming a pattern that matches nothing.
+    """
+    reg = load()
+    chosen: list[str] = []
+    for pat in patterns:
+        hits = [n for n in reg if fnmatch.fnmatchcase(n, pat) or reg[n].family == pat]
+        if not hits:
+            msg = f"no workload matches {pat!r}; registered: {', '.join(reg)}"
+            raise ValueError(msg)
+        chosen += [h for h in hits if h not in chosen]
+    return [reg[n] for n in reg if n in chosen]

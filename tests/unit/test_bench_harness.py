@@ -1,0 +1,263 @@
+"""The benchmark harness's Spark-free logic (bench/harness): registry, data, checks, report."""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+if str(BENCH) not in sys.path:
+    sys.path.insert(0, str(BENCH))
+
+from harness import cli, joins, report, spark, windows  # noqa: E402
+from harness.registry import Size, load, select  # noqa: E402
+from harness.run import RunResult, state_of, watermark_ms  # noqa: E402
+
+REGISTRY = load()
+TINY = Size(rows=300, batches=2, keys=40, quick=True)
+
+
+def _arrays(data: object) -> list[np.ndarray]:
+    """Every numpy column of a workload's data, in order."""
+    out: list[np.ndarray] = []
+    for name in ("left", "right", "batches"):
+        for batch in getattr(data, name, []):
+            out += [np.asarray(c) for c in batch]
+    return out
+
+
+def test_registry_holds_every_workload_the_issue_names() -> None:
+    assert list(REGISTRY) == [
+        "join-100k", "join-10k", "join-hot", "join-outer",
+        "window-tumbling", "window-hopping", "window-session",
+        "table-st10k", "table-st1m", "table-tt"]
+    assert {w.family for w in REGISTRY.values()} == {"join", "window", "table"}
+    assert REGISTRY["join-outer"].sink_filter is not None  # its sentinels are dropped
+
+
+@pytest.mark.parametrize("name", list(REGISTRY))
+def test_every_workload_builds_its_data_deterministically(name: str) -> None:
+    w = REGISTRY[name]
+    a, b = w.generate(TINY), w.generate(TINY)
+    assert [x.tolist() for x in _arrays(a)] == [x.tolist() for x in _arrays(b)]
+    other = w.generate(dataclasses.replace(TINY, seed=TINY.seed + 1))
+    assert any(not np.array_equal(x, y) for x, y in zip(_arrays(a), _arrays(other), strict=True))
+    assert a.input_rows > 0
+    assert a.data_batches == 2
+
+
+@pytest.mark.parametrize("name", list(REGISTRY))
+def test_every_workload_writes_one_file_per_micro_batch(name: str, tmp_path: Path) -> None:
+    import pyarrow.parquet as pq
+
+    w = REGISTRY[name]
+    data = w.generate(TINY)
+    w.write(data, tmp_path)
+    inputs = sorted(p for p in tmp_path.iterdir() if p.is_dir())
+    rows = 0
+    for d in inputs:
+        files = sorted(d.glob("*.parquet"))
+        assert len(files) in (data.data_batches, data.data_batches + 1)  # + a sentinel's
+        rows += sum(pq.read_metadata(f).num_rows for f in files)
+    assert rows == data.input_rows
+
+
+def test_quick_sizes_are_small_and_defaults_are_the_measured_ones() -> None:
+    full = REGISTRY["join-10k"].generate(Size(batches=1))
+    assert len(full.left[0][0]) == 100_000
+    quick = REGISTRY["window-session"].generate(Size(quick=True))
+    assert (quick.data_batches, quick.keys, len(quick.batches[0][0])) == (1, 500, 5_000)
+    assert REGISTRY["table-st1m"].generate(Size(quick=True)).keys == 20_000
+
+
+def test_select_takes_names_globs_and_families() -> None:
+    assert [w.name for w in select(["join-*"])] == ["join-100k", "join-10k", "join-hot",
+                                                   "join-outer"]
+    assert [w.name for w in select(["table", "window-session"])] == [
+        "window-session", "table-st10k", "table-st1m", "table-tt"]
+    with pytest.raises(ValueError, match="no workload matches 'nope'"):
+        select(["nope"])
+
+
+def test_parse_conf_rejects_an_item_without_equals() -> None:
+    assert spark.parse_conf(["a.b=1", "c=x=y"]) == {"a.b": "1", "c": "x=y"}
+    with pytest.raises(ValueError, match="KEY=VALUE"):
+        spark.parse_conf(["a.b"])
+
+
+def _join_output(data: joins.JoinData) -> pd.DataFrame:
+    """The join's whole output by brute force (pandas), as an engine's frame."""
+    def side(batches: list, prefix: str) -> pd.DataFrame:
+        k, t, v = (np.concatenate(c) for c in zip(*batches, strict=True))
+        return pd.DataFrame({f"{prefix}_k": k, f"{prefix}_t": t, f"{prefix}_v": v})
+
+    left, right = side(data.left, "left"), side(data.right, "right")
+    m = left.merge(right, left_on="left_k", right_on="right_k")
+    m = m[(m["right_t"] - m["left_t"]).abs() <= data.shape.window_ms * 1000]
+    parts = [m]
+    if data.shape.how == "full":
+        lm = left.merge(m[["left_k", "left_t", "left_v"]].drop_duplicates(), how="left",
+                        indicator=True)
+        rm = right.merge(m[["right_k", "right_t", "right_v"]].drop_duplicates(), how="left",
+                         indicator=True)
+        parts += [lm[lm["_merge"] == "left_only"].drop(columns="_merge"),
+                  rm[rm["_merge"] == "left_only"].drop(columns="_merge")]
+    out = pd.concat(parts, ignore_index=True)
+    for s in ("left", "right"):
+        out[f"{s}_ts"] = pd.to_datetime(out.pop(f"{s}_t"), unit="us", utc=True)
+    return out[list(joins.COLUMNS)]
+
+
+@pytest.mark.parametrize("name", ["join-10k", "join-outer"])
+def test_join_verification_passes_on_the_true_output_and_fails_on_a_changed_row(
+        name: str) -> None:
+    w = REGISTRY[name]
+    data = w.generate(Size(rows=400, batches=2, keys=30))
+    truth = _join_output(data)
+    checks = w.verify(data, {"native": truth, "interlace": truth.copy()}, {})
+    assert checks and not [c for c in checks if c.failed]
+    changed = truth.copy()
+    changed.loc[0, "right_v"] += 1.0
+    failed = [c.what for c in w.verify(data, {"native": changed, "interlace": truth}, {})
+              if c.failed]
+    assert failed == ["interlace vs native: whole output"]
+
+
+def test_window_verification_uses_the_oracle_and_tolerates_hll_error() -> None:
+    w = REGISTRY["window-hopping"]
+    data = w.generate(TINY)
+    exact = windows.oracle(data)
+    hll = exact.copy()
+    hll.loc[0, "d"] += 2  # an HLL error of 2 on one window: inside the tolerance
+    checks = w.verify(data, {"native": hll, "interlace": exact}, {})
+    assert not [c for c in checks if c.failed]
+    bad = exact.assign(s=exact["s"] + 1.0 / 64)
+    failed = [c.what for c in w.verify(data, {"native": exact, "interlace": bad}, {})
+              if c.failed]
+    assert failed == ["interlace vs exact oracle: count, sum, min, max, avg",
+                      "interlace vs native: count, sum, min, max, avg"]
+
+
+def test_window_sessions_chain_rows_exactly_one_gap_apart() -> None:
+    kind = windows.Kind("session", gap_ms=30_000)
+    t0 = 1_000_000_000
+    df = pd.DataFrame({"k": [1, 1, 1], "t": [t0, t0 + 30_000_000, t0 + 60_000_001],
+                       "v": [1.0, 2.0, 3.0], "u": [1, 2, 3]})
+    a = windows.assign(kind, df)
+    assert a["start"].tolist() == [t0, t0, t0 + 60_000_001]  # touching merges; g + 1 µs splits
+
+
+def _run(engine: str, role: str, seconds: float, cpu: float, state: int,
+         workload: str = "w", store: str = "hdfs") -> RunResult:
+    progress = [{"batchId": 0, "numInputRows": 10,
+                 "stateOperators": [{"memoryUsedBytes": state, "numRowsTotal": 3}]}]
+    return RunResult(workload, store, engine, "timed", 1_000, seconds, 5, 7, progress,
+                     {"jvm": cpu, "python_workers": 0.0, "driver": 0.0, "outside": 9.0},
+                     role=role, data_batches=1)
+
+
+def test_report_ratios_use_the_fastest_run_and_the_median_cpu() -> None:
+    runs = []
+    for native_s, native_cpu, interlace_s, interlace_cpu in ((10, 4, 5, 2), (8, 6, 6, 1),
+                                                             (9, 5, 7, 3)):
+        runs += [_run("native", "native", native_s, native_cpu, 800),
+                 _run("interlace", "interlace", interlace_s, interlace_cpu, 200)]
+    runs.append(RunResult("w", "hdfs", "interlace", "verify", 1_000, 0.1, 5, None, [],
+                          role="interlace"))
+    table = report.cells(runs)
+    assert [len(c.runs) for c in table.values()] == [3, 3]  # the verification run is left out
+    nat, il = table[("w", "hdfs", "native")], table[("w", "hdfs", "interlace")]
+    assert (nat.fastest.seconds, il.fastest.seconds) == (8.0, 5.0)
+    assert nat.rows_per_cpu_s == pytest.approx(1_000 / 5.0)  # median CPU; "outside" not ours
+    (r,) = report.ratios(table)
+    assert (r.native, r.other) == ("native", "interlace")
+    assert r.throughput == pytest.approx(8.0 / 5.0)
+    assert r.cpu == pytest.approx(5.0 / 2.0)
+    assert r.state == pytest.approx(0.25)
+
+
+def test_report_compares_every_other_engine_with_every_native_of_its_workload_and_store() -> None:
+    runs = [_run("native-static", "native", 1.0, 1.0, 0),
+            _run("native-interval", "native", 2.0, 1.0, 10),
+            _run("interlace", "interlace", 4.0, 1.0, 5), _run("floor", "floor", 2.0, 1.0, 5),
+            _run("native", "native", 1.0, 1.0, 1, store="rocksdb")]
+    pairs = [(r.native, r.other, r.store) for r in report.ratios(report.cells(runs))]
+    assert pairs == [("native-static", "interlace", "hdfs"),
+                     ("native-interval", "interlace", "hdfs"),
+                     ("native-static", "floor", "hdfs"), ("native-interval", "floor", "hdfs")]
+    static = report.ratios(report.cells(runs))[0]
+    assert np.isnan(static.state)  # a stateless native: no state ratio
+
+
+def test_plan_runs_each_stream_join_native_once_per_join_format_under_rocksdb() -> None:
+    w = REGISTRY["table-st10k"]
+    plan = cli.plan_engines(w, {}, [2, 3, 4], [4, 16], 4)
+    assert [e.name for e in plan.verify] == [
+        "native-static", "native-interval@f2", "native-interval@f3", "native-interval@f4",
+        "interlace"]
+    assert [e.name for e in plan.timed] == [e.name for e in plan.verify] + ["interlace@kg16"]
+    conf = {e.name: dict(e.conf) for e in plan.timed}
+    assert conf["native-interval@f3"] == {spark.JOIN_FORMAT_KEY: "3"}
+    assert conf["native-static"] == {}
+    assert next(e for e in plan.timed if e.name == "interlace@kg16").key_groups == 16
+    hdfs = cli.plan_engines(REGISTRY["join-10k"], {"floor": True}, None, [], 4)
+    assert [e.name for e in hdfs.timed] == ["native", "interlace", "floor"]
+    assert [e.name for e in hdfs.verify] == ["native", "interlace"]
+
+
+def test_verification_runs_once_per_join_format() -> None:
+    w = REGISTRY["join-10k"]
+    data = w.generate(Size(rows=200, batches=1, keys=20))
+    truth = _join_output(data)
+    checks = cli._verify(w, data, {"native@f2": truth, "native@f3": truth, "interlace": truth},
+                         {})
+    assert {c.what.split("]")[0] + "]" for c in checks} == {"[join format 2]",
+                                                            "[join format 3]"}
+    assert not [c for c in checks if c.failed]
+
+
+def test_timed_failures_catch_repeats_engines_and_the_floor() -> None:
+    engines = cli.plan_engines(REGISTRY["join-10k"], {"floor": True}, None, [], 4).timed
+
+    def r(engine: str, n: int, s: int) -> RunResult:
+        return RunResult("w", "hdfs", engine, "timed", 1, 1.0, n, s, [])
+
+    good = {"native": [r("native", 5, 1), r("native", 5, 1)],
+            "interlace": [r("interlace", 5, 1)], "floor": [r("floor", 0, 0)]}
+    assert cli.timed_failures("x", engines, good, {"native": 5, "interlace": 5}) == []
+    bad = {"native": [r("native", 5, 1), r("native", 5, 2)],
+           "interlace": [r("interlace", 5, 3)], "floor": [r("floor", 1, 0)]}
+    out = cli.timed_failures("x", engines, bad, {"native": 5, "interlace": 5})
+    assert [f.split(":")[0] for f in out] == ["x/native", "x/native", "x/floor"]
+
+
+def test_state_and_watermark_come_from_the_progress() -> None:
+    p = {"batchId": 3, "eventTime": {"watermark": "2026-03-02T09:00:05.000Z"},
+         "stateOperators": [
+             {"memoryUsedBytes": 10, "numRowsTotal": 2, "numRowsDroppedByWatermark": 1,
+              "customMetrics": {"rocksdbSstFileSize": 100}},
+             {"memoryUsedBytes": 5, "numRowsTotal": 1, "customMetrics": {}}]}
+    assert state_of(p) == {"batchId": 3, "memoryUsedBytes": 15, "numRowsTotal": 3, "dropped": 1,
+                           "watermark_ms": watermark_ms(p), "rocksdbSstFileSize": 100}
+    assert watermark_ms(p) == 1_772_442_005_000
+    assert watermark_ms({"eventTime": {}}) == 0
+
+
+def test_a_long_cells_verification_run_stands_in_without_a_checksum() -> None:
+    engines = cli.plan_engines(REGISTRY["join-hot"], {}, None, [], 4).timed
+    runs = {"native": [RunResult("w", "hdfs", "native", "timed", 1, 400.0, 5, None, [])],
+            "interlace": [RunResult("w", "hdfs", "interlace", "timed", 1, 9.0, 5, 1, [])]}
+    assert cli.timed_failures("x", engines, runs, {"native": 5, "interlace": 5}) == []
+
+
+def test_ms_per_batch_is_the_median_after_the_first_data_micro_batch() -> None:
+    progress = [{"batchId": i, "durationMs": {"triggerExecution": ms}}
+                for i, ms in enumerate([5_000, 100, 300, 200, 9_000])]  # 4: a flush batch
+    r = RunResult("w", "hdfs", "native", "timed", 1, 1.0, 0, 0, progress, data_batches=4)
+    assert r.batch_ms == 200
+    assert dataclasses.replace(r, data_batches=1).batch_ms == 5_000
