@@ -1,25 +1,36 @@
 """Versioned msgpack envelope for everything interlace keeps in ``GroupState``.
 
-Layout of every blob version (the envelope never changes; ``body`` is per kind):
+The envelope is the same in every format version; ``body`` is per kind and per version::
 
-Version 1 (current)::
-
-    {"v": 1,                      # int, format version
+    {"v": 2,                      # int, format version (1 or 2; 2 is written)
      "kind": "join" | "window" | "stream_table" | "table_join" | "foreign_key",  # the writer
      "fp": "<16 hex chars>",      # fingerprint of the spec fields that give state its meaning
      "body": {...}}               # kind-specific, msgpack-native values only
 
-Join body (v1): ``{"left": <Arrow IPC stream bytes>, "right": <Arrow IPC stream bytes>,
-"extra": {name: int}}`` — see :mod:`interlace.state.buffers`.
+Version 2 (current) — join body: ``{"left": <Arrow IPC stream bytes>, "right": <Arrow IPC
+stream bytes>, "times": {"left": str | None, "right": str | None}, "extra": {name: int}}``.
+Each side's table is ``__il_m`` then the payload columns; ``__il_tus`` (the event time in µs)
+is left out when ``times[side]`` names the payload's event-time column, which gives it back
+exactly (read as UTC; always so in a UTC session), and comes first otherwise. See
+:mod:`interlace.state.buffers`.
 
-Window body (v1): ``{"slots": <Arrow IPC stream bytes>, "accs": [<accumulator state>, ...],
-"seq": int}`` — one slot per (window, group), see :mod:`interlace.operators.window`.
+Version 1 — join body: ``{"left": <Arrow IPC>, "right": <Arrow IPC>, "extra": {name: int}}``,
+each side ``__il_tus``, ``__il_m``, then the payload columns (which hold the event-time column
+too: ``__il_tus`` duplicates it).
 
-Stream-table body (v1): ``{"history": <Arrow IPC stream bytes>, "held": <Arrow IPC stream
-bytes>, "seq": int}`` — see :mod:`interlace.state.tables`.
+Every other kind's body is the same in versions 1 and 2:
+
+* window: ``{"slots": <Arrow IPC stream bytes>, "accs": [<accumulator state>, ...], "seq":
+  int}`` — one slot per (window, group), see :mod:`interlace.operators.window`.
+* stream_table: ``{"history": <Arrow IPC stream bytes>, "held": <Arrow IPC stream bytes>,
+  "seq": int}`` — see :mod:`interlace.state.tables`.
+* table_join, foreign_key: see :mod:`interlace.state.table_join` and
+  :mod:`interlace.state.foreign_key`.
 
 Decoding runs the registered migration chain (``_MIGRATIONS[v]`` upgrades a version-``v``
-blob to ``v + 1``) until the current version is reached. A blob whose ``v`` is newer than
+blob to ``v + 1``) until the current version is reached. 1 → 2: a join body loses
+``__il_tus`` per side (:func:`interlace.state.buffers.upgrade_join_body_v1`), every other kind
+only changes ``v``. A blob whose ``v`` is newer than
 :data:`CURRENT_VERSION` raises :class:`StateVersionError` naming the version found and the
 versions supported. A blob whose ``fp`` differs from the running spec's fingerprint also raises
 :class:`StateVersionError`: the spec changed between restarts (for example a new
@@ -48,12 +59,24 @@ __all__ = [
     "register_migration",
 ]
 
-CURRENT_VERSION = 1
+CURRENT_VERSION = 2
 
 Migration = Callable[[dict[str, Any]], dict[str, Any]]
-# version v -> function that upgrades a v envelope to v + 1. Version 1 is the first layout,
-# so the chain is empty; tests register a synthetic v0 -> v1 step to prove the chain runs.
-_MIGRATIONS: dict[int, Migration] = {}
+
+
+def _upgrade_v1_to_v2(envelope: dict[str, Any]) -> dict[str, Any]:
+    """Version 1 → 2: a join body drops the duplicated ``__il_tus``; other kinds keep theirs."""
+    body = envelope.get("body")
+    if envelope.get("kind") == "join" and isinstance(body, dict):
+        from interlace.state.buffers import upgrade_join_body_v1  # Arrow only for join blobs
+
+        body = upgrade_join_body_v1(body)
+    return {**envelope, "v": 2, "body": body}
+
+
+# version v -> function that upgrades a v envelope to v + 1. Version 1 is the first layout;
+# tests also register a synthetic v0 -> v1 step to prove the chain runs from further back.
+_MIGRATIONS: dict[int, Migration] = {1: _upgrade_v1_to_v2}
 _OLDEST_VERSION = 1
 
 

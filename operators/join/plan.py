@@ -88,6 +88,25 @@ class JoinPlan:
         return buffer_schema(self.right_payload)
 
     @property
+    def time_columns(self) -> tuple[str | None, str | None]:
+        """Each side's event-time column among its payload columns (``None``: not known).
+
+        The prepared input carries no event-time column of its own (:func:`payload_sources`:
+        it is read from ``__il_t``), so it is the payload column ``input_sources`` maps to
+        ``__il_t``. The join blob leaves ``__il_tus`` out and recomputes it from this column
+        (:func:`interlace.state.buffers.encode_join_state`).
+        """
+        nl = len(self.left_names)
+        found: list[str | None] = []
+        for sources, payload in (
+            (self.input_sources[2 : 2 + nl], self.left_payload),
+            (self.input_sources[2 + nl :], self.right_payload),
+        ):
+            idx = list(sources).index(EVENT_TIME_COLUMN) if EVENT_TIME_COLUMN in sources else None
+            found.append(None if idx is None else payload.names[idx])
+        return found[0], found[1]
+
+    @property
     def output_names(self) -> list[str]:
         """Output column names in order (``_dead_letter`` last under dlq)."""
         names = [o.name for o in self.outputs]

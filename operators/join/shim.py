@@ -66,7 +66,7 @@ class JoinFunction(OperatorFunction):
         if result.state.num_rows:
             assert result.next_close_us is not None
             close_ms = timeout_ms_when_past(result.next_close_us, plan.horizon_ms)
-            stored = (encode_join_state(result.state, plan.fp), close_ms)
+            stored = (encode_join_state(result.state, plan.fp, plan.time_columns), close_ms)
         output = table_to_pandas(result.output) if result.output.num_rows else None
         return CallResult(output, result.counters, stored)
 

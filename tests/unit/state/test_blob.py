@@ -8,7 +8,14 @@ import msgpack
 import pyarrow as pa
 import pytest
 from interlace.state import blob
-from interlace.state.buffers import JoinBuffers, decode_join_state, encode_join_state, table_to_ipc
+from interlace.state.buffers import (
+    TIME_COLUMN,
+    JoinBuffers,
+    decode_join_state,
+    encode_join_state,
+    ipc_to_table,
+    table_to_ipc,
+)
 from interlace.state.errors import StateDecodeError, StateVersionError
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -24,9 +31,10 @@ def _schemas():
     return buffer_schema(make_golden.LEFT_PAYLOAD), buffer_schema(make_golden.RIGHT_PAYLOAD)
 
 
-@pytest.mark.parametrize("name", ["join_v1.bin", "join_v1_zstd.bin"])
-def test_golden_v1_join_blob_still_decodes_to_the_same_buffers(name):
+@pytest.mark.parametrize("name", ["join_v1.bin", "join_v1_zstd.bin", "join_v2.bin"])
+def test_golden_join_blob_of_every_version_decodes_to_the_same_buffers(name):
     data = (GOLDEN / name).read_bytes()
+    assert msgpack.unpackb(data)["v"] == int(name[6])
     ls, rs = _schemas()
     got = decode_join_state(data, make_golden.FP, ls, rs)
     want = make_golden.golden_buffers()
@@ -34,9 +42,37 @@ def test_golden_v1_join_blob_still_decodes_to_the_same_buffers(name):
     assert got.right.equals(want.right)
 
 
+@pytest.mark.parametrize("name", ["join_v1.bin", "join_v1_zstd.bin"])
+def test_the_v1_to_v2_migration_drops_the_duplicated_event_time_in_us(name):
+    v1 = msgpack.unpackb((GOLDEN / name).read_bytes(), raw=False)
+    assert ipc_to_table(v1["body"]["left"]).column_names[0] == TIME_COLUMN
+    v2 = blob._MIGRATIONS[1](v1)
+    assert v2["v"] == 2 and (v2["kind"], v2["fp"]) == (v1["kind"], v1["fp"])
+    # The left side's event time __il_l2 gives __il_tus back; the right side has no timestamp
+    # column, so it keeps __il_tus (and its bytes).
+    assert v2["body"]["times"] == {"left": "__il_l2", "right": None}
+    assert ipc_to_table(v2["body"]["left"]).column_names == ["__il_m", "__il_l0", "__il_l1",
+                                                             "__il_l2"]
+    assert v2["body"]["right"] == v1["body"]["right"]
+    assert v2["body"]["extra"] == v1["body"]["extra"] == {}
+    # The migrated left side is what the current release writes for the same buffers.
+    now = msgpack.unpackb(make_golden.encoded(buffers_module.JOIN_IPC_COMPRESSION), raw=False)
+    assert v2["body"]["left"] == now["body"]["left"]
+
+
+def test_other_kinds_only_change_version_in_the_migration():
+    env = {"v": 1, "kind": "window", "fp": "f", "body": {"slots": b"x", "accs": [], "seq": 3}}
+    assert blob._MIGRATIONS[1](env) == {**env, "v": 2}
+    old = msgpack.packb(env, use_bin_type=True)
+    assert blob.decode(old, kind="window", fp="f") == env["body"]
+
+
 def test_uncompressed_encoding_is_byte_stable_against_the_golden_blob(monkeypatch):
     monkeypatch.setattr(buffers_module, "JOIN_IPC_COMPRESSION", None)
-    data = (GOLDEN / "join_v1.bin").read_bytes()
+    data = (GOLDEN / "join_v2.bin").read_bytes()
+    assert encode_join_state(make_golden.golden_buffers(), make_golden.FP,
+                             make_golden.TIME_COLUMNS) == data
+    # Without the plan's columns the encoder finds the same ones among the timestamp columns.
     assert encode_join_state(make_golden.golden_buffers(), make_golden.FP) == data
 
 
@@ -70,7 +106,7 @@ def test_blob_round_trips_body_and_checks_kind_and_fingerprint():
 
 def test_newer_version_is_a_clear_error_naming_found_and_supported():
     data = msgpack.packb({"v": 99, "kind": "join", "fp": "x", "body": {}})
-    with pytest.raises(StateVersionError, match=r"version 99.*reads versions \[1\]"):
+    with pytest.raises(StateVersionError, match=r"version 99.*reads versions \[1, 2\]"):
         blob.decode(data, kind="join", fp=None)
 
 
@@ -82,7 +118,7 @@ def test_garbage_is_a_decode_error():
 
 
 def test_migration_chain_upgrades_an_old_version_on_read(monkeypatch):
-    monkeypatch.setattr(blob, "_MIGRATIONS", {})
+    monkeypatch.setattr(blob, "_MIGRATIONS", dict(blob._MIGRATIONS))
     monkeypatch.setattr(blob, "_OLDEST_VERSION", 1)
 
     def upgrade_v0_to_v1(env):
@@ -91,9 +127,9 @@ def test_migration_chain_upgrades_an_old_version_on_read(monkeypatch):
         return {**env, "v": 1, "body": body}
 
     blob.register_migration(0, upgrade_v0_to_v1)
-    old = msgpack.packb({"v": 0, "kind": "join", "fp": "f", "body": {"old": 5}})
-    assert blob.decode(old, kind="join", fp="f") == {"renamed": 5}
-    assert blob.supported_versions() == [0, 1]
+    old = msgpack.packb({"v": 0, "kind": "window", "fp": "f", "body": {"old": 5}})
+    assert blob.decode(old, kind="window", fp="f") == {"renamed": 5}  # then 1 -> 2
+    assert blob.supported_versions() == [0, 1, 2]
 
 
 def test_version_without_a_registered_migration_is_an_error(monkeypatch):

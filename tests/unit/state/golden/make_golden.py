@@ -1,8 +1,11 @@
-"""Write the golden v1 join blobs. Run once per released format version; never overwrite.
+"""Write the golden join blobs. Run once per released format version; never overwrite.
 
-``join_v1.bin``: uncompressed Arrow IPC buffers (as written before interlace compressed
-them); ``join_v1_zstd.bin``: zstd-compressed buffers (``JOIN_IPC_COMPRESSION``). Existing files
-are kept.
+``join_v1.bin``: format 1, uncompressed Arrow IPC buffers (as written before interlace
+compressed them); ``join_v1_zstd.bin``: format 1, zstd-compressed buffers
+(``JOIN_IPC_COMPRESSION``); both written by the release at git commit 2511b74 or earlier.
+``join_v2.bin``: format 2, uncompressed (the left side leaves ``__il_tus`` out, as its
+event-time column ``__il_l2`` gives it back; the right side has no timestamp column and keeps
+it). Only the current format's files are written, and existing files are kept.
 
     python tests/unit/state/golden/make_golden.py
 """
@@ -13,12 +16,18 @@ from pathlib import Path
 
 import interlace.state.buffers as buffers_module
 import pyarrow as pa
+from interlace.state import blob
 from interlace.state.buffers import JoinBuffers, buffer_schema, encode_join_state
 
 HERE = Path(__file__).parent
 LEFT_PAYLOAD = pa.schema([("__il_l0", pa.int64()), ("__il_l1", pa.string()), ("__il_l2", pa.timestamp("ns"))])
 RIGHT_PAYLOAD = pa.schema([("__il_r0", pa.int64()), ("__il_r1", pa.float64())])
 FP = "0123456789abcdef"
+#: Each side's event-time payload column (``JoinPlan.time_columns``): the right has none.
+TIME_COLUMNS = ("__il_l2", None)
+#: The golden files of each format version and their IPC codec.
+GOLDEN_FILES = {1: (("join_v1.bin", None), ("join_v1_zstd.bin", "zstd")),
+                2: (("join_v2.bin", None),)}
 
 
 def golden_buffers() -> JoinBuffers:
@@ -33,8 +42,17 @@ def golden_buffers() -> JoinBuffers:
     return JoinBuffers(left, right, {})
 
 
+def encoded(codec: str | None) -> bytes:
+    """The golden buffers as the running release encodes them, with IPC codec ``codec``."""
+    saved = buffers_module.JOIN_IPC_COMPRESSION
+    buffers_module.JOIN_IPC_COMPRESSION = codec
+    try:
+        return encode_join_state(golden_buffers(), FP, TIME_COLUMNS)
+    finally:
+        buffers_module.JOIN_IPC_COMPRESSION = saved
+
+
 if __name__ == "__main__":
-    for name, codec in (("join_v1.bin", None), ("join_v1_zstd.bin", "zstd")):
+    for name, codec in GOLDEN_FILES[blob.CURRENT_VERSION]:
         if not (HERE / name).exists():
-            buffers_module.JOIN_IPC_COMPRESSION = codec
-            (HERE / name).write_bytes(encode_join_state(golden_buffers(), FP))
+            (HERE / name).write_bytes(encoded(codec))
