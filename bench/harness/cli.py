@@ -67,12 +67,23 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--resolution-us", type=int, default=1,
                     help="window data: round event times down to this grid (µs)")
     ap.add_argument("--seed", type=int, default=20260302)
-    ap.add_argument("--label", help="results file label (default: full / quick)")
+    ap.add_argument("--label", help="results file label (default: full, quick, or the families "
+                                    "and store run, e.g. window-hdfs)")
     ap.add_argument("--out-dir", help="results folder (default bench/results; --quick: temp)")
     ap.add_argument("--workdir", help="inputs and checkpoints (default: a temporary folder)")
     ap.add_argument("--jfr", metavar="DIR", help="a Java Flight Recording per run into DIR")
     ap.add_argument("--list", action="store_true", help="list the workloads and exit")
     return ap
+
+
+def default_label(workloads: list[Workload], stores: list[str], quick: bool) -> str:
+    """``quick``, ``full`` (every workload on every store), else the families and the store."""
+    if quick:
+        return "quick"
+    if len(workloads) == len(load()) and len(stores) == len(hspark.STORES):
+        return "full"
+    parts = list(dict.fromkeys(w.family for w in workloads))
+    return "-".join(parts + (stores if len(stores) < len(hspark.STORES) else []))
 
 
 @dataclasses.dataclass
@@ -140,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     size = Size(args.rows, args.batches, args.keys, args.quick, args.seed, args.resolution_us)
     options = {"floor": args.floor, "variants": args.variant, "native_rsd": args.native_rsd}
     sweep = [int(x) for x in args.sweep.split(",") if x.strip()]
-    label = args.label or ("quick" if args.quick else "full")
+    label = args.label or default_label(workloads, stores, args.quick)
     out_dir = Path(args.out_dir) if args.out_dir else (
         Path(tempfile.gettempdir()) / "interlace-bench" if args.quick else HERE / "results")
     exe = sys.executable

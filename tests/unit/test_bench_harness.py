@@ -261,3 +261,11 @@ def test_ms_per_batch_is_the_median_after_the_first_data_micro_batch() -> None:
     r = RunResult("w", "hdfs", "native", "timed", 1, 1.0, 0, 0, progress, data_batches=4)
     assert r.batch_ms == 200
     assert dataclasses.replace(r, data_batches=1).batch_ms == 5_000
+
+
+def test_the_results_file_is_labelled_by_what_ran() -> None:
+    everything = list(REGISTRY.values())
+    assert cli.default_label(everything, ["hdfs", "rocksdb"], False) == "full"
+    assert cli.default_label(everything, ["hdfs", "rocksdb"], True) == "quick"
+    assert cli.default_label(select(["window-*", "join-hot"]), ["rocksdb"], False) == (
+        "join-window-rocksdb")
