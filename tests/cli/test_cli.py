@@ -180,30 +180,31 @@ def progress_patterns(name, log, want, horizon_ms=86_400_000):
     return patterns
 
 
-def test_run_join_pipeline_parquet_to_duckdb_with_dead_letters_equals_oracle(tmp_path):
-    log, want = dlq_join_case(tmp_path)
-    proc = cli("run", "p.toml", cwd=tmp_path)
-    # Not a terminal: one plain, newline-terminated progress line per micro-batch, no escapes.
-    for pattern in progress_patterns("orders-payments", log, want):
-        assert re.search(f"^{pattern}$", proc.stderr, re.MULTILINE), (pattern, proc.stderr)
-    assert len(re.findall(r"^\[orders-payments\] batch ", proc.stderr, re.MULTILINE)) == \
-        want.num_batches
-    assert "\r" not in proc.stderr and "\x1b[K" not in proc.stderr
-    assert re.search(r"^\[orders-payments\] done: .*\n", proc.stderr, re.MULTILINE)
-    # No Python warning reaches the user, PySpark's workers' included (issue 10): not on the
-    # terminal, nor in the run's log file, where Spark's and the workers' output goes.
-    assert "Warning" not in proc.stderr and "Warning" not in proc.stdout, proc.stderr
-    log = (tmp_path / ".interlace/logs/p.log").read_text()
-    assert "FutureWarning" not in log, log[-3000:]
+def assert_dlq_join_tables(root: Path, want) -> None:
+    """The DuckDB tables of :func:`dlq_join_case` hold the oracle's rows and dead letters."""
     normal = [{k: v for k, v in o.row.items() if k != "_dead_letter"} for o in want.rows
               if o.row["_dead_letter"] is None]
     letters = sorted(json.loads(o.row["_dead_letter"])["row"]["pay_ts"] for o in want.rows
                      if o.row["_dead_letter"] is not None)
-    got = rows_of(read_table(tmp_path / "out/result.duckdb", "joined"))
+    got = rows_of(read_table(root / "out/result.duckdb", "joined"))
     assert Counter(canonical_rows(got)) == Counter(canonical_rows(normal))
-    got_letters = read_table(tmp_path / "out/result.duckdb", "letters")["dead_letter"]
+    got_letters = read_table(root / "out/result.duckdb", "letters")["dead_letter"]
     assert sorted(json.loads(x)["row"]["pay_ts"] for x in got_letters) == letters
     assert len(letters) == 2
+
+
+def test_run_join_pipeline_parquet_to_duckdb_with_dead_letters_equals_oracle(spark, tmp_path):
+    log, want = dlq_join_case(tmp_path)
+    progress = run_here(spark, tmp_path, "p.toml")
+    # Not a terminal: one plain, newline-terminated progress line per micro-batch, no escapes
+    # (the same lines `interlace run` writes to a stderr that is not a terminal).
+    for pattern in progress_patterns("orders-payments", log, want):
+        assert re.search(f"^{pattern}$", progress, re.MULTILINE), (pattern, progress)
+    assert len(re.findall(r"^\[orders-payments\] batch ", progress, re.MULTILINE)) == \
+        want.num_batches
+    assert "\r" not in progress and "\x1b[K" not in progress
+    assert re.search(r"^\[orders-payments\] done: .*\n", progress, re.MULTILINE)
+    assert_dlq_join_tables(tmp_path, want)
 
 
 def test_rerun_with_no_new_input_says_so_and_paths_resolve_against_the_files_folder(tmp_path):
@@ -265,6 +266,12 @@ def test_run_on_a_terminal_rewrites_one_live_progress_line(tmp_path):
     assert err.count("\r\x1b[K[orders-payments] batch ") == want.num_batches
     assert re.search("\r\x1b\\[K" + patterns[-1] + "\n\\[orders-payments\\] done: ", err), err
     assert not re.search(r"(^|\n)\[orders-payments\] batch ", err), err
+    # No Python warning reaches the user, PySpark's workers' included (issue 10): not on the
+    # terminal, nor in the run's log file, where Spark's and the workers' output goes.
+    assert "Warning" not in err, err
+    spark_log = (tmp_path / ".interlace/logs/p.log").read_text()
+    assert "FutureWarning" not in spark_log, spark_log[-3000:]
+    assert_dlq_join_tables(tmp_path, want)
 
 
 def test_progress_late_count_is_as_of_each_batch_even_when_printing_lags(spark, tmp_path):
