@@ -1,12 +1,12 @@
 """``bench/run.py``: run the registry's workloads on each state store and write the report.
 
-For every state store and workload: one verification run per engine (natives and interlace)
-collects the whole output, which the workload checks against its oracle and the other
-engines; then ``--repeat`` timed runs, engines interleaved (native, interlace, native, ...),
-each with a count + checksum sink that must agree between repeats and, where the engines
-compute the same thing, between engines. Under RocksDB a native stream-stream join runs once
-per join state format. The fastest run of each cell is reported. Exit status 1 when a check
-fails.
+For every state store and workload: one verification run per engine collects the whole
+output, which the workload checks against its oracle and the other engines (extras: the
+floor emits nothing, other key_groups and shim variants exactly interlace's rows); then
+``--repeat`` timed runs, engines interleaved (native, interlace, native, ...), each with a
+count + checksum sink that must agree between repeats and, where the engines compute the
+same thing, between engines. Under RocksDB a native stream-stream join runs once per join
+state format. The fastest run of each cell is reported. Exit status 1 when a check fails.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from typing import Any
 from harness import report
 from harness import run as hrun
 from harness import spark as hspark
-from harness.compare import Check
+from harness.compare import Check, auto_normalize, same_rows
 from harness.registry import REGISTRY, Context, Engine, Size, Workload, load, select
 
 HERE = Path(__file__).resolve().parent.parent
@@ -86,34 +86,23 @@ def default_label(workloads: list[Workload], stores: list[str], quick: bool) -> 
     return "-".join(parts + (stores if len(stores) < len(hspark.STORES) else []))
 
 
-@dataclasses.dataclass
-class Plan:
-    """What a workload runs on one store: engines (expanded per join format) by role."""
-
-    verify: list[Engine]
-    timed: list[Engine]
-
-
 def plan_engines(w: Workload, options: dict[str, Any], formats: list[int] | None,
-                 sweep: list[int], key_groups: int) -> Plan:
+                 sweep: list[int], key_groups: int) -> list[Engine]:
     """The workload's engines on one store: stream-join natives once per join state format
-    in ``formats`` (``None``: the default, unnamed), interlace at each ``sweep`` key_groups."""
-    verify: list[Engine] = []
-    timed: list[Engine] = []
+    in ``formats`` (``None``: the default, unnamed), interlace at each ``sweep`` key_groups.
+    Every engine gets a verification run (which also starts its Python workers)."""
+    out: list[Engine] = []
     for e in w.engines(options):
         if e.role == "native" and e.stream_join and formats:
-            expanded = [dataclasses.replace(e, name=f"{e.name}@f{f}",
-                                            conf={**e.conf, hspark.JOIN_FORMAT_KEY: str(f)})
-                        for f in formats]
+            out += [dataclasses.replace(e, name=f"{e.name}@f{f}",
+                                        conf={**e.conf, hspark.JOIN_FORMAT_KEY: str(f)})
+                    for f in formats]
         else:
-            expanded = [e]
-        if e.role == "native" or e.name == "interlace":
-            verify += expanded
-        timed += expanded
+            out.append(e)
         if e.name == "interlace":
-            timed += [dataclasses.replace(e, name=f"interlace@kg{k}", key_groups=k)
-                      for k in sweep if k != key_groups]
-    return Plan(verify, timed)
+            out += [dataclasses.replace(e, name=f"interlace@kg{k}", key_groups=k)
+                    for k in sweep if k != key_groups]
+    return out
 
 
 def join_formats(spark: Any, arg: str, stores: list[str], work: Path,
@@ -191,17 +180,18 @@ def _run(args: Any, workloads: list[Workload], stores: list[str], conf: dict[str
         for w in workloads:
             data = datasets[w.name]
             kg = args.key_groups or w.default_key_groups()
-            plan = plan_engines(w, options, rocks_formats if store == "rocksdb" else None,
-                                sweep, kg)
+            engines = plan_engines(w, options, rocks_formats if store == "rocksdb" else None,
+                                   sweep, kg)
             frames: dict[str, Any] = {}
             timed: dict[str, list[hrun.RunResult]] = {}
-            for e in plan.verify:
+            for e in engines:
                 r, frames[e.name] = bench.once(store, w, data, kg, e, True)
                 if r.seconds > LONG_RUN_S:  # minutes-long: its verification run is its timing
                     timed[e.name] = [dataclasses.replace(r, kind="timed", extra={
                         **r.extra, "timed_by_verification_run": True})]
                     bench.runs.append(timed[e.name][0])
-            checks[(w.name, store)] = cs = _verify(w, data, frames, options)
+            roles = {e.name: e.role for e in engines}
+            checks[(w.name, store)] = cs = _verify(w, data, frames, options, roles)
             for c in cs:
                 print(f"[check] {store} {w.name}: {c.what}: "
                       f"{'ok' if c.ok else 'by design' if c.by_design else 'FAILED'} — {c.detail}",
@@ -210,12 +200,12 @@ def _run(args: Any, workloads: list[Workload], stores: list[str], conf: dict[str
             verify_rows = {e: len(f) for e, f in frames.items()}
             del frames
             for _ in range(repeat):
-                for e in plan.timed:  # engines interleaved: outside load hits all alike
+                for e in engines:  # engines interleaved: outside load hits all alike
                     done = timed.setdefault(e.name, [])
                     if done and min(r.seconds for r in done) > LONG_RUN_S:
                         continue  # minutes-long runs are not repeated
                     done.append(bench.once(store, w, data, kg, e, False)[0])
-            bench.failures += timed_failures(f"{store}/{w.name}", plan.timed, timed, verify_rows)
+            bench.failures += timed_failures(f"{store}/{w.name}", engines, timed, verify_rows)
     spark.stop()
     meta = {
         "date": dt.date.today().isoformat(), "label": label, "quick": args.quick,
@@ -286,20 +276,32 @@ class Bench:
         return r, frame
 
 
-def _verify(w: Workload, data: Any, frames: dict[str, Any],
-            options: dict[str, Any]) -> list[Check]:
-    """The workload's checks, once per join state format when natives ran under several."""
+def _verify(w: Workload, data: Any, frames: dict[str, Any], options: dict[str, Any],
+            roles: dict[str, str]) -> list[Check]:
+    """The workload's checks of the natives and interlace (once per join state format when
+    natives ran under several), then the extras: the floor emits nothing, other key_groups
+    and shim variants emit exactly interlace's output."""
     groups: dict[str, dict[str, Any]] = {}
+    extras = {}
     for name, frame in frames.items():
-        base, _, fmt = name.partition("@")
+        if roles[name] == "floor" or (roles[name] == "interlace" and name != "interlace"):
+            extras[name] = frame
+            continue
+        base, _, fmt = name.partition("@f")
         groups.setdefault(fmt, {})[base] = frame
     plain = groups.pop("", {})
-    if not groups:
-        return w.verify(data, plain, options)
     out = []
+    if not groups:
+        out = w.verify(data, plain, options)
     for fmt, natives in groups.items():
         for c in w.verify(data, {**plain, **natives}, options):
-            out.append(dataclasses.replace(c, what=f"[join format {fmt[1:]}] {c.what}"))
+            out.append(dataclasses.replace(c, what=f"[join format {fmt}] {c.what}"))
+    for name, frame in extras.items():
+        if roles[name] == "floor":
+            out.append(Check(f"{name}: emits nothing", len(frame) == 0, f"{len(frame):,} rows"))
+        elif "interlace" in frames:
+            out.append(same_rows(auto_normalize(frames["interlace"]), auto_normalize(frame),
+                                 f"interlace vs {name}: whole output"))
     return out
 
 
@@ -321,10 +323,11 @@ def timed_failures(where: str, engines: list[Engine], timed: dict[str, list[hrun
         if e.role == "floor":
             if any(n for n, _ in got):
                 out.append(f"{where}/{e.name}: the floor emitted rows")
-        elif e.name in verify_rows and any(n != verify_rows[e.name] for n, _ in got):
+            continue
+        if e.name in verify_rows and any(n != verify_rows[e.name] for n, _ in got):
             out.append(f"{where}/{e.name}: timed runs emitted {sorted(n for n, _ in got)} rows, "
                        f"the verification run {verify_rows[e.name]:,}")
-        elif e.exact and ref and got and e.name != "interlace" and got != ref:
+        if e.exact and ref and got and e.name != "interlace" and got != ref:
             out.append(f"{where}/{e.name}: count/checksum {sorted(got)} differ from "
                        f"interlace's {sorted(ref)}")
     return out
@@ -342,4 +345,4 @@ def _held(w: Workload, data: Any, r: hrun.RunResult) -> None:
     r.extra["held"] = cache[key]
 
 
-__all__ = ["REGISTRY", "main", "parser", "plan_engines", "timed_failures"]
+__all__ = ["REGISTRY", "default_label", "main", "parser", "plan_engines", "timed_failures"]

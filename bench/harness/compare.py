@@ -72,6 +72,12 @@ def same_rows(a: pd.DataFrame, b: pd.DataFrame, what: str) -> Check:
                               f"{only_b:,} only in the second")
 
 
+def auto_normalize(frame: pd.DataFrame) -> pd.DataFrame:
+    """Every column of ``frame``, datetimes as int64 µs, sorted by every column."""
+    times = [c for c in frame.columns if pd.api.types.is_datetime64_any_dtype(frame[c])]
+    return normalize(frame, list(frame.columns), times=times)
+
+
 def count_check(what: str, got: int, want: int, by_design: bool = False) -> Check:
     """``got == want`` for a row count or a sum."""
     return Check(what, got == want, f"{got:,} (expected {want:,})", by_design and got != want)

@@ -197,32 +197,40 @@ def test_report_compares_every_other_engine_with_every_native_of_its_workload_an
 def test_plan_runs_each_stream_join_native_once_per_join_format_under_rocksdb() -> None:
     w = REGISTRY["table-st10k"]
     plan = cli.plan_engines(w, {}, [2, 3, 4], [4, 16], 4)
-    assert [e.name for e in plan.verify] == [
+    assert [e.name for e in plan] == [
         "native-static", "native-interval@f2", "native-interval@f3", "native-interval@f4",
-        "interlace"]
-    assert [e.name for e in plan.timed] == [e.name for e in plan.verify] + ["interlace@kg16"]
-    conf = {e.name: dict(e.conf) for e in plan.timed}
+        "interlace", "interlace@kg16"]
+    conf = {e.name: dict(e.conf) for e in plan}
     assert conf["native-interval@f3"] == {spark.JOIN_FORMAT_KEY: "3"}
     assert conf["native-static"] == {}
-    assert next(e for e in plan.timed if e.name == "interlace@kg16").key_groups == 16
+    assert next(e for e in plan if e.name == "interlace@kg16").key_groups == 16
     hdfs = cli.plan_engines(REGISTRY["join-10k"], {"floor": True}, None, [], 4)
-    assert [e.name for e in hdfs.timed] == ["native", "interlace", "floor"]
-    assert [e.name for e in hdfs.verify] == ["native", "interlace"]
+    assert [(e.name, e.role) for e in hdfs] == [("native", "native"), ("interlace", "interlace"),
+                                                ("floor", "floor")]
 
 
-def test_verification_runs_once_per_join_format() -> None:
+def test_verification_runs_once_per_join_format_and_checks_the_extras() -> None:
     w = REGISTRY["join-10k"]
     data = w.generate(Size(rows=200, batches=1, keys=20))
     truth = _join_output(data)
-    checks = cli._verify(w, data, {"native@f2": truth, "native@f3": truth, "interlace": truth},
-                         {})
-    assert {c.what.split("]")[0] + "]" for c in checks} == {"[join format 2]",
-                                                            "[join format 3]"}
+    frames = {"native@f2": truth, "native@f3": truth, "interlace": truth,
+              "interlace@kg8": truth.sample(frac=1.0, random_state=1), "floor": truth.iloc[0:0]}
+    roles = {"native@f2": "native", "native@f3": "native", "interlace": "interlace",
+             "interlace@kg8": "interlace", "floor": "floor"}
+    checks = cli._verify(w, data, frames, {}, roles)
+    assert {c.what.split("]")[0] + "]" for c in checks if c.what.startswith("[")} == {
+        "[join format 2]", "[join format 3]"}
+    assert [c.what for c in checks if not c.what.startswith("[")] == [
+        "interlace vs interlace@kg8: whole output", "floor: emits nothing"]
     assert not [c for c in checks if c.failed]
+    frames["interlace@kg8"] = truth.iloc[1:]
+    frames["floor"] = truth
+    failed = [c.what for c in cli._verify(w, data, frames, {}, roles) if c.failed]
+    assert failed == ["interlace vs interlace@kg8: whole output", "floor: emits nothing"]
 
 
 def test_timed_failures_catch_repeats_engines_and_the_floor() -> None:
-    engines = cli.plan_engines(REGISTRY["join-10k"], {"floor": True}, None, [], 4).timed
+    engines = cli.plan_engines(REGISTRY["join-10k"], {"floor": True}, None, [], 4)
 
     def r(engine: str, n: int, s: int) -> RunResult:
         return RunResult("w", "hdfs", engine, "timed", 1, 1.0, n, s, [])
@@ -234,6 +242,9 @@ def test_timed_failures_catch_repeats_engines_and_the_floor() -> None:
            "interlace": [r("interlace", 5, 3)], "floor": [r("floor", 1, 0)]}
     out = cli.timed_failures("x", engines, bad, {"native": 5, "interlace": 5})
     assert [f.split(":")[0] for f in out] == ["x/native", "x/native", "x/floor"]
+    other = {"native": [r("native", 5, 2)], "interlace": [r("interlace", 5, 1)]}
+    out = cli.timed_failures("x", engines, other, {"native": 5, "interlace": 5})
+    assert out == ["x/native: count/checksum [(5, 2)] differ from interlace's [(5, 1)]"]
 
 
 def test_state_and_watermark_come_from_the_progress() -> None:
@@ -249,7 +260,7 @@ def test_state_and_watermark_come_from_the_progress() -> None:
 
 
 def test_a_long_cells_verification_run_stands_in_without_a_checksum() -> None:
-    engines = cli.plan_engines(REGISTRY["join-hot"], {}, None, [], 4).timed
+    engines = cli.plan_engines(REGISTRY["join-hot"], {}, None, [], 4)
     runs = {"native": [RunResult("w", "hdfs", "native", "timed", 1, 400.0, 5, None, [])],
             "interlace": [RunResult("w", "hdfs", "interlace", "timed", 1, 9.0, 5, 1, [])]}
     assert cli.timed_failures("x", engines, runs, {"native": 5, "interlace": 5}) == []
