@@ -103,7 +103,8 @@ class PipelineMetrics:
     * ``interlace_input_rows_total``, ``interlace_output_rows_total``, ``interlace_batches_total``.
     * ``interlace_rows_dropped_total`` (counter; ``reason``): every input row removed without
       any output: ``late`` (the operator's late drops), ``spark_watermark`` (Spark's
-      pre-filter), ``null_event_time``, ``null_key``.
+      pre-filter), ``null_event_time``, ``null_key``, ``out_of_range`` (a timestamp pandas
+      cannot hold; docs/reliability.md, "Hostile input").
     * ``interlace_malformed_rows_total`` (counter): JSON / CSV records with a field Spark could
       not parse (kept with the field NULL; the raw record goes with dead letters).
     """
@@ -183,7 +184,7 @@ class PipelineMetrics:
         if late:
             self.late_dropped.labels(p, late_policy).inc(late)
             self.dropped.labels(p, "late").inc(late)
-        for reason in ("null_event_time", "null_key"):
+        for reason in ("null_event_time", "null_key", "out_of_range"):
             n = sum(delta(f"{reason}_dropped{s}") for s in ("", "_left", "_right"))
             if n:
                 self.dropped.labels(p, reason).inc(n)

@@ -160,8 +160,8 @@ def build_query_input(spark: Any, pipeline: Any, *, base: Path, counters: Any | 
 
 
 def _dropped_rows(totals: dict[str, int]) -> int:
-    """Rows the operator removed without any output so far: late, NULL event time, NULL key."""
-    drops = ("late_dropped", "null_event_time_dropped", "null_key_dropped")
+    """Rows the operator removed without any output so far (late, NULLs, out of range)."""
+    drops = ("late_dropped", "null_event_time_dropped", "null_key_dropped", "out_of_range_dropped")
     return sum(v for k, v in totals.items() if k.startswith(drops))
 
 

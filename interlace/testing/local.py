@@ -8,7 +8,11 @@
   current one (an input that has had no rows yet counts as 0), combined by ``min`` (or
   ``max``), never decreasing; ``W`` is 0 in the first batch.
 * Before the function sees a batch, rows with ``t_us <= W_prev * 1000`` (``W_prev``: the previous
-  batch's ``W``) are dropped.
+  batch's ``W``, 0 before there is one: rows at or before the epoch always go) are dropped; a
+  NULL event time is never dropped and moves no watermark.
+* The prepared input's guard (``prepare.watermarked``): a row with a timestamp PySpark cannot
+  hand to pandas (outside ``PANDAS_RANGE_US``) is flagged, with a NULL event time; the
+  function drops and counts it (``out_of_range_dropped``).
 * The function is called for each key group with rows, and for each key group without rows
   whose timeout is ``< W`` (``hasTimedOut``).
 * After the last batch, one no-data batch runs if ``W`` advanced.
@@ -29,7 +33,12 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from interlace.operators.common.prepare import HOME_COLUMN, SIDE_COLUMN
+from interlace.operators.common.prepare import (
+    HOME_COLUMN,
+    OUT_OF_RANGE_COLUMN,
+    PANDAS_RANGE_US,
+    SIDE_COLUMN,
+)
 from interlace.operators.foreign_key import (
     ForeignKeyJoin,
     ForeignKeyJoinFunction,
@@ -129,6 +138,38 @@ def _to_us(v: _dt.datetime) -> int:
     return (d.days * 86_400 + d.seconds) * 1_000_000 + d.microseconds
 
 
+def _times_us(rows: Sequence[dict[str, Any]], et: str) -> pa.Array:
+    """The rows' event times in µs (int64; NULL where a row has none, as Spark's ``__il_tus``)."""
+    return pa.array([None if r.get(et) is None else _to_us(r[et]) for r in rows], pa.int64())
+
+
+def _in_range(
+    rows: Sequence[dict[str, Any]], columns: Sequence[str], et: str
+) -> list[dict[str, Any]]:
+    """The rows as the prepared input carries them (``prepare.watermarked``).
+
+    A row with a timestamp in ``columns`` outside :data:`PANDAS_RANGE_US` (what PySpark can
+    hand to pandas) gets :data:`OUT_OF_RANGE_COLUMN` true and a NULL event time (``__il_t``):
+    it moves no watermark, passes Spark's filter, and the function drops and counts it.
+    """
+    lo, hi = PANDAS_RANGE_US
+    out = []
+    for r in rows:
+        bad = [c for c in columns if r.get(c) is not None and not lo <= _to_us(r[c]) <= hi]
+        out.append({**r, et: None, OUT_OF_RANGE_COLUMN: True} if bad else r)
+    return out
+
+
+def _timestamp_columns(schema: pa.Schema, only: Sequence[str] | None = None) -> list[str]:
+    return [f.name for f in schema if pa.types.is_timestamp(f.type)
+            and (only is None or f.name in only)]
+
+
+def _with_flag(pdf: pd.DataFrame, rows: Sequence[dict[str, Any]]) -> pd.DataFrame:
+    pdf[OUT_OF_RANGE_COLUMN] = np.array([bool(r.get(OUT_OF_RANGE_COLUMN)) for r in rows])
+    return pdf
+
+
 class _Counters:
     def __init__(self) -> None:
         self.total: dict[str, int] = {}
@@ -146,10 +187,7 @@ def _side_frame(plan: JoinPlan, side: int, rows: Sequence[dict[str, Any]], et: s
     both sides share.
     """
     n = len(rows)
-    columns: list[pa.Array] = [
-        pa.array(np.full(n, side, dtype=np.int32)),
-        pa.array(np.array([_to_us(r[et]) for r in rows], dtype=np.int64)),
-    ]
+    columns: list[pa.Array] = [pa.array(np.full(n, side, dtype=np.int32)), _times_us(rows, et)]
     for s, names, payload in ((LEFT, plan.left_names, plan.left_payload),
                               (RIGHT, plan.right_names, plan.right_payload)):
         for name, f in zip(names, payload, strict=True):
@@ -157,7 +195,10 @@ def _side_frame(plan: JoinPlan, side: int, rows: Sequence[dict[str, Any]], et: s
                 pa.array([r.get(name) for r in rows], f.type) if s == side else pa.nulls(n, f.type)
             )
     batch = pa.Table.from_arrays(columns, schema=plan.input_schema)
-    return prepared_layout(plan, batch).to_pandas(integer_object_nulls=True, date_as_object=True)
+    # Maps as dicts, structs as dicts, arrays as numpy arrays: what PySpark hands over.
+    pdf = prepared_layout(plan, batch).to_pandas(integer_object_nulls=True, date_as_object=True,
+                                                 maps_as_pydicts="lossy")
+    return _with_flag(pdf, rows)
 
 
 def _drive(
@@ -195,10 +236,14 @@ def _drive(
         groups: dict[int, list[pd.DataFrame]] = {}
         for i, rows in enumerate(batch_rows):
             et = event_columns[i]
-            # Spark's watermark statistics see every row, before its late-row filter.
+            # Spark's watermark statistics see every row, before its late-row filter. A NULL
+            # event time moves nothing and is never removed by the filter (NULL <= W is not
+            # true); a time at or before the epoch is removed even while W is 0.
             for r in rows:
-                max_ms[i] = max(max_ms.get(i, -(2**62)), _to_us(r[et]) // 1000)
-            kept = [r for r in rows if not (w_prev > 0 and _to_us(r[et]) <= w_prev * 1000)]
+                if r.get(et) is not None:
+                    max_ms[i] = max(max_ms.get(i, -(2**62)), _to_us(r[et]) // 1000)
+            kept = [r for r in rows
+                    if r.get(et) is None or _to_us(r[et]) > max(w_prev, 0) * 1000]
             run.spark_dropped += len(rows) - len(kept)
             by_group: dict[int, list[dict[str, Any]]] = {}
             for r in kept:
@@ -230,7 +275,7 @@ def _drive(
         # Watermark update after the batch (Spark's WatermarkTracker). Every input counts; one
         # that has had no rows yet counts as 0, so under "min" W stays 0 until all have rows.
         for i, rows in enumerate(batch_rows):
-            if rows:
+            if i in max_ms and any(r.get(event_columns[i]) is not None for r in rows):
                 cand = max(0, max_ms[i] - delay_ms)
                 input_wm[i] = max(input_wm.get(i, cand), cand)
         values = [input_wm.get(i, 0) for i in range(n_inputs)]
@@ -270,7 +315,8 @@ def run_join_locally(
 
     run = _drive(
         JoinFunction(plan, counters),
-        [[list(b.left), list(b.right)] for b in log],
+        [[_in_range(b.left, _timestamp_columns(left_schema), let),
+          _in_range(b.right, _timestamp_columns(right_schema), ret)] for b in log],
         [let, ret],
         [key_of(spec.left_keys), key_of(spec.right_keys)],
         [
@@ -298,21 +344,34 @@ def run_window_locally(spec: Window, log: Sequence[Any], schema: pa.Schema) -> L
 
     def frame(rows: Sequence[dict[str, Any]]) -> pd.DataFrame:
         data = {f.name: pa.array([r.get(f.name) for r in rows], f.type) for f in schema}
-        pdf = pa.table(data).to_pandas(integer_object_nulls=True, date_as_object=True)
-        pdf.insert(0, TIME_US_COLUMN, np.array([_to_us(r[et]) for r in rows], dtype=np.int64))
-        return pdf
+        data = {TIME_US_COLUMN: _times_us(rows, et), **data}
+        pdf = pa.table(data).to_pandas(integer_object_nulls=True, date_as_object=True,
+                                       maps_as_pydicts="lossy")
+        return _with_flag(pdf, rows)
+
+    # The columns prepare_window carries (so checks for out-of-range timestamps).
+    carried = (schema.names if spec.late_data == "dlq"
+               else [et, *spec.group_by, *(a.column for a in spec.aggregations if a.column)])
 
     run = _drive(
         WindowFunction(plan, counters),
-        [[list(b.rows)] for b in log],
+        [[_in_range(b.rows, _timestamp_columns(schema, carried), et)] for b in log],
         [et],
-        [lambda r: hash(tuple(r.get(g) for g in spec.group_by)) % spec.key_groups],
+        [lambda r: hash(tuple(_group_key(r.get(g)) for g in spec.group_by)) % spec.key_groups],
         [frame],
         spec.watermark_delay_ms,
         "min",
     )
     run.counters = counters.total
     return run
+
+
+def _group_key(v: Any) -> Any:
+    """A ``group_by`` value as ``prepare_window`` hashes it: NaN as NULL.
+
+    ``-0.0`` hashes as ``0.0`` in Python already.
+    """
+    return None if isinstance(v, float) and v != v else v
 
 
 def _hashable_key(v: Any) -> Any:
@@ -332,7 +391,7 @@ def _two_sided_frame(
         n = len(rows)
         columns = {
             SIDE_COLUMN: pa.array(np.full(n, side, dtype=np.int32)),
-            TIME_US_COLUMN: pa.array(np.array([_to_us(r[et]) for r in rows], dtype=np.int64)),
+            TIME_US_COLUMN: _times_us(rows, et),
         }
         if HOME_COLUMN in input_schema.names:  # replicated rows carry it; others are home
             columns[HOME_COLUMN] = pa.array([bool(r.get(HOME_COLUMN, True)) for r in rows])
@@ -342,7 +401,9 @@ def _two_sided_frame(
                                           if s == side else pa.nulls(n, internal.type))
         table = pa.Table.from_arrays([columns[n_] for n_ in input_schema.names],
                                      schema=input_schema)
-        return table.to_pandas(integer_object_nulls=True, date_as_object=True)
+        pdf = table.to_pandas(integer_object_nulls=True, date_as_object=True,
+                              maps_as_pydicts="lossy")
+        return _with_flag(pdf, rows)
 
     return build
 
@@ -378,7 +439,8 @@ def _run_two_sided(
     payloads = [plan.side_columns(side)[0] for side in (0, 1)]
     run = _drive(
         func,
-        [[list(b.left), list(b.right)] for b in log],
+        [[_in_range(b.left, _timestamp_columns(schemas[0]), ets[0]),
+          _in_range(b.right, _timestamp_columns(schemas[1]), ets[1])] for b in log],
         [ets[0], ets[1]],
         [every_group(keys) if side == plan.replicated_side else key_of(keys)
          for side, keys in enumerate((spec.left_keys, spec.right_keys))],

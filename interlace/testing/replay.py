@@ -117,8 +117,8 @@ def _arrow_schema(schema: Any) -> Any:
     for f in schema.fields:
         if isinstance(f.dataType, T.TimestampType):
             at = pa.timestamp("us", tz="UTC")
-        else:
-            at = to_arrow_type(f.dataType)
+        else:  # nested timestamps are UTC too (the session time zone)
+            at = to_arrow_type(f.dataType, timezone="UTC")
         fields.append(pa.field(f.name, at, nullable=True))
     return pa.schema(fields)
 

@@ -36,10 +36,25 @@ def arrow_schema_for(
             at: pa.DataType = pa.timestamp(timestamp_unit, tz=timestamp_tz)
         elif isinstance(f.dataType, T.TimestampNTZType):
             at = pa.timestamp(timestamp_unit)
-        else:
-            at = to_arrow_type(f.dataType)
+        else:  # timestamps nested in structs, arrays, maps: naive µs, as pandas holds them
+            at = _with_naive_timestamps(to_arrow_type(f.dataType, timezone="UTC"), timestamp_tz)
         fields.append(pa.field(f.name, at, nullable=True))
     return pa.schema(fields)
+
+
+def _with_naive_timestamps(t: pa.DataType, tz: str | None) -> pa.DataType:
+    """``t`` with each nested timestamp's zone set to ``tz`` (``None``: naive)."""
+    if pa.types.is_timestamp(t):
+        return pa.timestamp(t.unit, tz=tz)
+    if pa.types.is_struct(t):
+        return pa.struct([f.with_type(_with_naive_timestamps(f.type, tz)) for f in t])
+    if pa.types.is_map(t):
+        return pa.map_(t.key_field.with_type(_with_naive_timestamps(t.key_type, tz)),
+                       t.item_field.with_type(_with_naive_timestamps(t.item_type, tz)))
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        field = t.value_field.with_type(_with_naive_timestamps(t.value_type, tz))
+        return pa.list_(field) if pa.types.is_list(t) else pa.large_list(field)
+    return t
 
 
 def i64(a: pa.ChunkedArray | pa.Array) -> NDArray[np.int64]:
@@ -80,6 +95,9 @@ def frames_to_table(
 def table_to_pandas(table: pa.Table) -> pd.DataFrame:
     """Convert output rows to pandas without losing int64 precision to float NaN.
 
-    Without Arrow's thread pool: Spark already keeps the cores busy.
+    Map columns become dicts, the form PySpark converts back to a ``MapType`` (Arrow's own
+    ``(key, value)`` pairs fail the query there). Without Arrow's thread pool: Spark already
+    keeps the cores busy.
     """
-    return table.to_pandas(integer_object_nulls=True, date_as_object=True, use_threads=False)
+    return table.to_pandas(integer_object_nulls=True, date_as_object=True, use_threads=False,
+                           maps_as_pydicts="lossy")

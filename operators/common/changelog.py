@@ -184,7 +184,9 @@ def dead_letter_rows(
         wm_us: The operator watermark, ``None`` before Spark has one.
         output_schema: The operator's output schema; its last column is ``_dead_letter``.
     """
-    records = rows.select(payload.names).rename_columns(list(names)).to_pylist()
+    records = rows.select(payload.names).rename_columns(list(names)).to_pylist(
+        maps_as_pydicts="lossy"
+    )
     # A Python loop, off the hot path: it runs only over rows that are dead-lettered.
     letters = [dead_letter(side, reason, wm_us, r) for r in records]
     cols = [pa.nulls(len(letters), f.type) for f in output_schema][:-1]

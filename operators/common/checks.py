@@ -20,6 +20,7 @@ __all__ = [
     "check_event_time_columns",
     "check_key_lists",
     "check_str_fields",
+    "check_carried_types",
     "check_event_time",
     "check_input",
     "check_int",
@@ -140,9 +141,36 @@ def check_event_time(df: DataFrame, column: str, field: str, what: str) -> None:
 
 
 def check_input(df: DataFrame, what: str) -> None:
-    """Check that ``df`` is streaming and uses no reserved column name."""
+    """Check that ``df`` is streaming, without reserved names or types interlace cannot carry.
+
+    See :func:`reject_reserved` and :func:`check_carried_types`.
+    """
     require_streaming(df, what)
     reject_reserved(df, what)
+    check_carried_types(df.schema, what)
+
+
+def check_carried_types(schema: T.StructType, what: str) -> None:
+    """Raise :class:`ConfigError` naming the first column whose type interlace cannot carry.
+
+    Every input column goes through ``applyInPandasWithState``, which hands the rows to Python
+    as Arrow, then pandas: a type PySpark has no Arrow form for (``interval year to month``,
+    the legacy ``interval``, ``char`` / ``varchar``) would fail the query at its first row.
+    This check finds it when the operator is prepared, before the query starts.
+    """
+    from pyspark.sql.pandas.types import to_arrow_type
+
+    for f in schema.fields:
+        try:
+            to_arrow_type(f.dataType, timezone="UTC")
+        except Exception as exc:  # PySpark raises its own error types, by version
+            msg = (
+                f"column {f.name!r} of {what} has type {f.dataType.simpleString()}, which "
+                "interlace cannot carry (PySpark cannot hand it to pandas in "
+                "applyInPandasWithState); cast it first, e.g. F.col("
+                f"{f.name!r}).cast('string'), or drop it"
+            )
+            raise ConfigError(msg) from exc
 
 
 def check_late_data_fields(

@@ -44,7 +44,19 @@ def dead_letter(side: str, reason: str, wm_us: int | None, row: Mapping[str, Any
 
 
 def json_value(v: Any) -> Any:
-    """Encode one input value for a dead letter's ``row`` object (SEMANTICS §4)."""
+    """Encode one input value for a dead letter's ``row`` object (SEMANTICS §4).
+
+    Also the values PySpark puts in pandas cells of nested columns: numpy arrays (array
+    columns), numpy scalars and ``NaT`` inside them, ``pandas.Timestamp`` (a ``datetime``).
+    """
+    if v is None or v is pd.NaT:
+        return None
+    if isinstance(v, np.ndarray):
+        return [json_value(x) for x in v]
+    if isinstance(v, np.datetime64):
+        return None if np.isnat(v) else json_value(pd.Timestamp(v).to_pydatetime())
+    if isinstance(v, np.generic):
+        v = v.item()
     if isinstance(v, _dt.datetime):
         return v.strftime("%Y-%m-%dT%H:%M:%S.%f")
     if isinstance(v, _dt.date):

@@ -38,6 +38,10 @@ def key_codes(
         One code per row.
     """
     codes = np.zeros(n_rows, dtype=np.int64)
+    if n_rows == 0:
+        # Nothing to encode; and Arrow cannot combine the chunks of an empty dictionary of
+        # some types (decimal: "DictionaryArray converter ... not implemented").
+        return codes
     for i, col in enumerate(columns):
         if null_is_value:
             enc = pc.dictionary_encode(col, null_encoding="encode").combine_chunks()

@@ -14,7 +14,36 @@ from typing import Any
 import pyarrow as pa
 from interlace.operators.errors import ConfigError
 
-__all__ = ["common_key_arrow_type", "spark_common_key_type", "spark_key_types"]
+__all__ = ["check_key_type", "common_key_arrow_type", "spark_common_key_type", "spark_key_types"]
+
+
+def _nested(t: pa.DataType) -> bool:
+    return bool(pa.types.is_nested(t) or pa.types.is_dictionary(t))
+
+
+def check_key_type(field: str, name: str, typ: pa.DataType, what: str = "") -> None:
+    """Raise :class:`ConfigError` if key column ``name`` has a type keys cannot be compared in.
+
+    Keys (join keys, ``group_by`` columns) are compared by dictionary-encoding each column
+    (:mod:`.keys`), which Arrow does for atomic types (numbers, decimals, strings, binary,
+    booleans, dates, timestamps, durations) but not for structs, arrays or maps; Spark cannot
+    hash a map into a key group either.
+
+    Args:
+        field: The spec field listing the column (``left_keys``, ``group_by``).
+        name: The column.
+        typ: Its Arrow type.
+        what: The input, for the message (``"the input"``; empty: the field names it).
+    """
+    if _nested(typ):
+        msg = (
+            f"`{field}` column {name!r}{f' of {what}' if what else ''} has type {typ}; "
+            "interlace compares keys of "
+            "atomic types only (numbers, decimals, strings, binary, booleans, dates, "
+            "timestamps), not structs, arrays or maps; key on its fields, or on "
+            f"F.to_json({name!r}) (a string), instead"
+        )
+        raise ConfigError(msg)
 
 
 def _decimal_of_arrow(t: pa.DataType) -> tuple[int, int]:
@@ -41,8 +70,11 @@ def common_key_arrow_type(
     compares ``foreign_key_columns`` with ``right_keys``).
 
     Raises:
-        ConfigError: The two types have no common type (naming both key fields).
+        ConfigError: The two types have no common type (naming both key fields), or one is
+            nested (:func:`check_key_type`).
     """
+    check_key_type(fields[0], lname, ltype)
+    check_key_type(fields[1], rname, rtype)
     if ltype.equals(rtype):
         return ltype
     if pa.types.is_integer(ltype) and pa.types.is_integer(rtype):

@@ -3,12 +3,14 @@
 Each operator's wrapper (``prepare_join`` in ``join/shim.py``, ``prepare_window`` in
 ``window/shim.py``) checks its event-time column with :func:`with_event_time`, selects it as
 the watermarked ``__il_t`` with :func:`watermarked`, and adds :func:`prepared_columns` (the key
-group ``__il_kg``, ``__il_t`` and the µs time ``__il_tus``). Neighbours: :mod:`.shim` (the
-function that reads the prepared input), :mod:`.names` (the column names).
+group ``__il_kg``, ``__il_t``, the µs time ``__il_tus`` and the out-of-range flag
+``__il_oor``). Neighbours: :mod:`.shim` (the function that reads the prepared input),
+:mod:`.names` (the column names).
 """
 
 from __future__ import annotations
 
+import datetime as _dt
 from collections.abc import Sequence
 from typing import Any
 
@@ -31,6 +33,8 @@ from interlace.state.keygroups import key_group_ids, key_group_sql
 
 __all__ = [
     "HOME_COLUMN",
+    "OUT_OF_RANGE_COLUMN",
+    "PANDAS_RANGE_US",
     "SIDE_COLUMN",
     "checked_inputs",
     "checked_side",
@@ -45,6 +49,19 @@ SIDE_COLUMN = RESERVED_PREFIX + "side"
 #: Under replication (:func:`two_sided_input`): true on the one copy of a replicated row that
 #: counts it (the copy in its own key's key group) and on every row of the other side.
 HOME_COLUMN = RESERVED_PREFIX + "home"
+#: True on a prepared row that held a timestamp PySpark cannot hand to pandas (those values
+#: are NULL in the prepared input): the operator's function drops and counts the row
+#: (``out_of_range_dropped``; :func:`watermarked`).
+OUT_OF_RANGE_COLUMN = RESERVED_PREFIX + "oor"
+_EPOCH = _dt.datetime(1970, 1, 1)
+#: The timestamps (µs since the epoch, inclusive) interlace hands to Python: from
+#: 1677-09-22 to 2262-04-11 UTC. PySpark gives ``applyInPandasWithState`` timestamps as pandas
+#: ``datetime64[ns]``, which ends on 1677-09-21T00:12:43 and 2262-04-11T23:47:16; a day is
+#: kept back at each end for the session time zone's offset.
+PANDAS_RANGE_US = (
+    (_dt.datetime(1677, 9, 22) - _EPOCH) // _dt.timedelta(microseconds=1),
+    (_dt.datetime(2262, 4, 11) - _EPOCH) // _dt.timedelta(microseconds=1),
+)
 
 
 def with_event_time(df: Any, column: str, field_name: str, what: str, time_mode: str) -> Any:
@@ -77,19 +94,100 @@ def with_event_time(df: Any, column: str, field_name: str, what: str, time_mode:
 
 
 def watermarked(df: Any, event_time: str, columns: Sequence[str], delay_ms: int) -> Any:
-    """Select ``event_time`` as ``__il_t`` and ``columns``, with the watermark on ``__il_t``."""
+    """Select ``event_time`` as ``__il_t`` and ``columns``, with the watermark on ``__il_t``.
+
+    Also :data:`OUT_OF_RANGE_COLUMN`: true on a row holding a timestamp PySpark cannot hand
+    to pandas (outside :data:`PANDAS_RANGE_US`; it fails the query in PySpark's conversion
+    to ``datetime64[ns]``). Such values are replaced by NULL here, so the row passes; the
+    function then drops and counts it (:class:`~.shim.OperatorFunction`). Such a row's
+    ``__il_t`` is NULL: it moves no watermark, and Spark's filter lets it through to be
+    counted.
+    """
     from pyspark.sql import functions as F
 
+    fits = {c: _fits_pandas(df, c) for c in dict.fromkeys([event_time, *columns])}
+    out_of_range = F.lit(False)
+    for f in fits.values():
+        if f is not None:
+            out_of_range = out_of_range | ~f
+
+    def carried(c: str) -> Any:
+        col = F.col(f"`{c}`")
+        return col if fits[c] is None else F.when(fits[c], col)
+
     base = df.select(
-        F.col(f"`{event_time}`").alias(EVENT_TIME_COLUMN), *[F.col(f"`{c}`") for c in columns]
+        F.when(~out_of_range, F.col(f"`{event_time}`")).alias(EVENT_TIME_COLUMN),
+        *[carried(c).alias(c) for c in columns],
+        out_of_range.alias(OUT_OF_RANGE_COLUMN),
     )
     return base.withWatermark(EVENT_TIME_COLUMN, f"{delay_ms} milliseconds")
 
 
-def prepared_columns(sql_keys: Sequence[str], key_groups: int) -> list[Any]:
-    """The key group ``__il_kg``, the watermarked ``__il_t`` and the µs time ``__il_tus``.
+def _fits_pandas(df: Any, column: str) -> Any:
+    """A Column: every timestamp in ``column`` (nested ones too) is NULL or fits pandas.
 
-    The key group is that of the SQL expressions ``sql_keys`` (0 for every row if none).
+    Fits: within :data:`PANDAS_RANGE_US`. ``None`` for a column whose type holds no timestamp.
+    """
+    from pyspark.sql import functions as F
+
+    typ = df.schema[column].dataType
+    return _fits(F.col(f"`{column}`"), typ) if _holds_timestamp(typ) else None
+
+
+def _holds_timestamp(typ: Any) -> bool:
+    from pyspark.sql import types as T
+
+    if isinstance(typ, T.TimestampType | T.TimestampNTZType):
+        return True
+    if isinstance(typ, T.StructType):
+        return any(_holds_timestamp(f.dataType) for f in typ.fields)
+    if isinstance(typ, T.ArrayType):
+        return _holds_timestamp(typ.elementType)
+    if isinstance(typ, T.MapType):
+        return _holds_timestamp(typ.keyType) or _holds_timestamp(typ.valueType)
+    return False
+
+
+def _each_fits(typ: Any) -> Any:
+    """The one-argument function ``F.forall`` applies to each element of type ``typ``."""
+    return lambda x: _fits(x, typ)
+
+
+def _fits(col: Any, typ: Any) -> Any:
+    """:func:`_fits_pandas` for the value ``col`` of a type that holds a timestamp."""
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    lo_us, hi_us = PANDAS_RANGE_US
+    if isinstance(typ, T.TimestampType):
+        return col.isNull() | F.unix_micros(col).between(lo_us, hi_us)
+    if isinstance(typ, T.TimestampNTZType):  # wall-clock values: compare with wall clocks
+        lo, hi = (_EPOCH + _dt.timedelta(microseconds=us) for us in PANDAS_RANGE_US)
+        return col.isNull() | col.between(F.lit(lo).cast("timestamp_ntz"),
+                                           F.lit(hi).cast("timestamp_ntz"))
+    parts: list[Any] = []
+    if isinstance(typ, T.StructType):
+        parts = [_fits(col.getField(f.name), f.dataType) for f in typ.fields
+                 if _holds_timestamp(f.dataType)]
+    elif isinstance(typ, T.ArrayType):
+        parts = [F.forall(col, _each_fits(typ.elementType))]
+    elif isinstance(typ, T.MapType):
+        parts = [F.forall(part, _each_fits(t))
+                 for part, t in ((F.map_keys(col), typ.keyType), (F.map_values(col),
+                                                                   typ.valueType))
+                 if _holds_timestamp(t)]
+    every = parts[0]
+    for part in parts[1:]:
+        every = every & part
+    return col.isNull() | F.coalesce(every, F.lit(True))
+
+
+def prepared_columns(sql_keys: Sequence[str], key_groups: int) -> list[Any]:
+    """The key group, watermarked time, µs time and out-of-range flag of a prepared row.
+
+    ``__il_kg``, ``__il_t``, ``__il_tus`` and ``__il_oor`` (of a frame from
+    :func:`watermarked`). The key group is that of the SQL expressions ``sql_keys`` (0 for
+    every row if none).
     """
     from pyspark.sql import functions as F
 
@@ -101,6 +199,7 @@ def prepared_columns(sql_keys: Sequence[str], key_groups: int) -> list[Any]:
         kg.alias(KEY_GROUP_COLUMN),
         F.col(EVENT_TIME_COLUMN),
         F.unix_micros(F.col(EVENT_TIME_COLUMN)).alias(TIME_US_COLUMN),
+        F.col(OUT_OF_RANGE_COLUMN),
     ]
 
 

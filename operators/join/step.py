@@ -177,7 +177,9 @@ class _Out:
             return
         names = self.plan.left_names if side == LEFT else self.plan.right_names
         payload = self.plan.left_payload if side == LEFT else self.plan.right_payload
-        records = rows.select(payload.names).rename_columns(list(names)).to_pylist()
+        records = rows.select(payload.names).rename_columns(list(names)).to_pylist(
+            maps_as_pydicts="lossy"
+        )
         # A Python loop, off the hot path: it runs only over late rows under dlq.
         letters = [dead_letter(SIDE_NAMES[side], reason, self.wm_us, r) for r in records]
         cols = [pa.nulls(n, self.types[o.name]) for o in self.plan.outputs]

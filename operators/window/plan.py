@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 from interlace.operators.common.checks import require_names
+from interlace.operators.common.keytypes import check_key_type
 from interlace.operators.errors import ConfigError
 from interlace.operators.window.spec import Aggregation, Window, output_names
 from interlace.state import blob
@@ -142,6 +143,8 @@ class WindowPlan:
         needed = [*spec.group_by, *(a.column for a in spec.aggregations if a.column)]
         # Both fields in one message: "`group_by`/`aggregations` name column(s) ...".
         require_names(names, needed, "group_by`/`aggregations", "the input", verb="name")
+        for g in spec.group_by:
+            check_key_type("group_by", g, schema.field(g).type, "the input")
         aggs = []
         for a in spec.aggregations:
             typ = schema.field(a.column).type if a.column else None

@@ -114,7 +114,8 @@ def prepare_window(df: Any, spec: Window, *, counters: Any | None = None) -> Win
     )
     base = watermarked(df, et, needed, spec.watermark_delay_ms)
     prepared = base.select(
-        *prepared_columns([f"`{g}`" for g in spec.group_by], spec.key_groups),
+        *prepared_columns([_group_sql(g, df.schema[g].dataType) for g in spec.group_by],
+                          spec.key_groups),
         *[F.col(f"`{c}`") for c in needed],
     )
     plan = WindowPlan(**{**plan.__dict__, "columns": tuple(needed)})
@@ -146,6 +147,23 @@ def prepare_window(df: Any, spec: Window, *, counters: Any | None = None) -> Win
     if spec.late_data == "dlq":
         fields.append(T.StructField(DEAD_LETTER_COLUMN, T.StringType(), True))
     return WindowOperator.bind(spec, plan, prepared, WindowFunction(plan, counters), fields)
+
+
+def _group_sql(column: str, data_type: Any) -> str:
+    """The SQL a ``group_by`` column's key group is hashed from.
+
+    The step puts NaN and NULL in one group and ``-0.0`` with ``0.0`` (SQL ``GROUP BY``; NaN
+    reaches pandas as NULL anyway), so a float column is hashed with NaN as NULL and ``+ 0.0``:
+    otherwise ``xxhash64`` can send the members of one group to two key groups, which would
+    emit the group twice (docs/reliability.md, "Hostile input").
+    """
+    from pyspark.sql import types as T
+
+    if isinstance(data_type, T.FloatType | T.DoubleType):
+        typ = data_type.simpleString()
+        return (f"IF(isnan(`{column}`), CAST(NULL AS {typ}), "
+                f"`{column}` + CAST(0 AS {typ}))")
+    return f"`{column}`"
 
 
 def window_aggregate(df: Any, spec: Window, *, counters: Any | None = None) -> Any:

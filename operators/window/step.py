@@ -160,13 +160,18 @@ def step_window(
     elif dropped_row.any():
         counters["late_dropped"] = int(dropped_row.sum())
 
-    group_tbl = pa.Table.from_pandas(
-        batch.iloc[rows][list(plan.group_by)]
-        if plan.group_by
-        else pd.DataFrame(index=range(len(rows))),
-        schema=plan.group_schema,
-        preserve_index=False,
-    )
+    if len(rows):
+        group_tbl = pa.Table.from_pandas(
+            batch.iloc[rows][list(plan.group_by)]
+            if plan.group_by
+            else pd.DataFrame(index=range(len(rows))),
+            schema=plan.group_schema,
+            preserve_index=False,
+        )
+    else:
+        # A timeout call's empty frame has float64 columns, which Arrow cannot convert to
+        # every group type (decimal: "Got bytestring of length 8").
+        group_tbl = plan.group_schema.empty_table()
     old_codes, new_codes = group_codes(
         slots.select(list(plan.group_by)), slots.num_rows, group_tbl, len(rows)
     )

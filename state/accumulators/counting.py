@@ -77,7 +77,8 @@ class _Sum(_ColumnarAccumulator):
         col, counts = state.columns["sum"], state.columns["n"]
         target, col, data = _retype(col, bool(counts.any()), data, dtype, self.dtype)
         sums = col.copy()
-        np.add.at(sums, s, data)
+        with np.errstate(invalid="ignore"):  # inf + -inf is NaN (IEEE, as in Spark); no warning
+            np.add.at(sums, s, data)
         new_counts = counts + n_add
         sums[new_counts == 0] = _zeros(target, 1)[0]  # canonical, whatever the path
         return SlotColumns({"sum": sums, "n": new_counts})

@@ -271,6 +271,7 @@ def test_sides_of_other_shapes_share_slots_and_match_oracle(spark, tmp_path):
     op = prepare_join(spark.readStream.schema(ORDERS).parquet(str(src)),
                       spark.readStream.schema(PAYMENTS).parquet(str(src)), spec)
     assert [(f.name, f.dataType.simpleString()) for f in op.prepared.schema.fields][4:] == [
+        ("__il_oor", "boolean"),  # docs/reliability.md, "Hostile input"
         ("__il_s0", "int"), ("__il_s1", "double"), ("__il_s2", "bigint"), ("__il_s3", "string")]
     rnd = random.Random(11)
     log = []

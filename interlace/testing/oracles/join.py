@@ -430,8 +430,8 @@ def oracle_join(
        ``WatermarkTracker``); never decreasing; 0 before any. Batch ``b`` sees the ``W``
        computed after batches ``0..b-1``.
     2. **Spark pre-filter**: rows with ``t <= W_prev`` (``W_prev``: the ``W`` batch
-       ``b - 1`` saw; no filter while it is <= 0) never reach the operator
-       (``spark_dropped``). They still count for ``W``.
+       ``b - 1`` saw, 0 before any: rows at or before the epoch too) never reach the
+       operator (``spark_dropped``). They still count for ``W``.
     3. **Trailing no-data batch**: if ``W`` advanced after the last data batch, one more
        batch without rows runs and sees it.
     4. **Operator watermark** ``wm = (W + H) * 1000`` µs; none while ``W <= 0``.

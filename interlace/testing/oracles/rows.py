@@ -222,12 +222,12 @@ def _canonical_value(value: Any) -> Any:
         return value.replace(tzinfo=None)
     if isinstance(value, (bytearray, memoryview)):
         return bytes(value)
+    if hasattr(value, "asDict"):  # a nested Spark Row (a tuple): by field name, as a dict
+        return _canonical_value(value.asDict(recursive=True))
     if isinstance(value, (list, tuple)):
         return tuple(_canonical_value(item) for item in value)
     if isinstance(value, Mapping):
         return tuple(sorted((str(key), _canonical_value(item)) for key, item in value.items()))
-    if hasattr(value, "asDict"):
-        return _canonical_value(value.asDict(recursive=True))
     return value
 
 

@@ -518,8 +518,8 @@ def oracle_window(
        (batch 0 sees 0). Event ms are ``micros / 1000`` truncated toward zero (JVM
        ``Long`` division), as the join oracle has it.
     2. **Spark pre-filter**: in batch ``b``, rows with ``t <= W_prev`` (``W_prev``: the
-       ``W`` batch ``b - 1`` saw; no filter while it is <= 0) never reach the operator
-       (``spark_dropped``). They still count for ``W``.
+       ``W`` batch ``b - 1`` saw, 0 before any: rows at or before the epoch too) never
+       reach the operator (``spark_dropped``). They still count for ``W``.
     3. **Trailing no-data batch**: if ``W`` after the last batch exceeds the ``W`` the
        last batch saw, one more batch without rows runs and sees it.
     4. **Operator watermark** ``wm = (W + H) * 1000`` µs; none while ``W <= 0`` (nothing

@@ -238,8 +238,13 @@ def test_spark_prefilter_drops_rows_at_or_before_the_previous_batch_watermark() 
     assert result.late_dropped == sides(0, 0)
 
 
-def test_spark_prefilter_is_off_without_a_watermark() -> None:
-    assert oracle_module.spark_drops_row(-5_000_000, 0) is False
+def test_spark_prefilter_without_a_watermark_removes_rows_at_or_before_the_epoch() -> None:
+    # Spark filters `t <= W` with W = 0 before it has a watermark (measured on Spark 4.3 in
+    # tests/replay/test_hostile_spark.py): after the epoch nothing goes, at or before it all.
+    assert oracle_module.spark_drops_row(5_000_000, 0) is False
+    assert oracle_module.spark_drops_row(1, 0) is False
+    assert oracle_module.spark_drops_row(0, 0) is True
+    assert oracle_module.spark_drops_row(-5_000_000, 0) is True
     assert oracle_module.spark_drops_row(1_000, 1) is True
     assert oracle_module.spark_drops_row(1_001, 1) is False
 
