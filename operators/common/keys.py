@@ -14,7 +14,17 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from numpy.typing import NDArray
 
-__all__ = ["has_null_key", "key_codes", "key_codes_across"]
+__all__ = ["has_null_key", "key_codes", "key_codes_across", "without_negative_zero"]
+
+
+def without_negative_zero(col: pa.ChunkedArray) -> pa.ChunkedArray:
+    """``col`` with ``-0.0`` as ``0.0`` if it is floating point: equal keys, one group, as in SQL.
+
+    Dictionary encoding tells the two zeros apart by their bits; ``-0.0 + 0.0 == 0.0``.
+    """
+    if pa.types.is_floating(col.type):
+        return pc.add(col, pa.scalar(0.0, col.type))
+    return col
 
 
 def key_codes(
@@ -81,9 +91,7 @@ def key_codes_across(
         both = pa.chunked_array(
             probe.column(pk).cast(typ).chunks + build.column(bk).cast(typ).chunks, type=typ
         )
-        if pa.types.is_floating(typ):
-            both = pc.add(both, pa.scalar(0.0, typ))  # -0.0 + 0.0 == 0.0: equal keys, as in SQL
-        columns.append(both)
+        columns.append(without_negative_zero(both))
     codes = key_codes(columns, n_p + build.num_rows, null_is_value=False)
     return codes[:n_p], codes[n_p:]
 

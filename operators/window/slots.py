@@ -13,8 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-import pyarrow.compute as pc
-from interlace.operators.common.keys import key_codes
+from interlace.operators.common.keys import key_codes, without_negative_zero
 from interlace.operators.window.output import last_output_frame
 from interlace.operators.window.plan import WindowPlan
 from numpy.typing import NDArray
@@ -28,18 +27,18 @@ def group_codes(
     """Shared integer codes for group tuples (NULL is a value: SQL GROUP BY).
 
     Row counts are passed explicitly: with no ``group_by`` the tables have no columns. Float
-    groups get ``+ 0.0`` first, so that ``-0.0`` and ``0.0`` are one group, as in SQL (the
-    output shows the value of the row that created the slot).
+    groups have ``-0.0`` as ``0.0`` first (:func:`.keys.without_negative_zero`): one group, as
+    in SQL (the output shows the value of the row that created the slot).
     """
-    columns = []
-    for name in new_groups.column_names:
-        typ = new_groups.schema.field(name).type
-        col = pa.chunked_array(
-            slot_groups.column(name).chunks + new_groups.column(name).chunks, type=typ
+    columns = [
+        without_negative_zero(
+            pa.chunked_array(
+                slot_groups.column(name).chunks + new_groups.column(name).chunks,
+                type=new_groups.schema.field(name).type,
+            )
         )
-        if pa.types.is_floating(typ):
-            col = pc.add(col, pa.scalar(0.0, typ))  # -0.0 + 0.0 == 0.0
-        columns.append(col)
+        for name in new_groups.column_names
+    ]
     codes = key_codes(columns, n_old + n_new, null_is_value=True)
     return codes[:n_old], codes[n_old:]
 
