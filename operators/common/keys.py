@@ -17,7 +17,7 @@ from numpy.typing import NDArray
 __all__ = ["has_null_key", "key_codes", "key_codes_across", "without_negative_zero"]
 
 
-def without_negative_zero(col: pa.ChunkedArray) -> pa.ChunkedArray:
+def without_negative_zero(col: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Array:
     """``col`` with ``-0.0`` as ``0.0`` if it is floating point: equal keys, one group, as in SQL.
 
     Dictionary encoding tells the two zeros apart by their bits; ``-0.0 + 0.0 == 0.0``.
@@ -32,7 +32,8 @@ def key_codes(
 ) -> NDArray[np.int64]:
     """Encode the tuples of ``columns`` (each ``n_rows`` long) as int64 codes.
 
-    Equal tuples get equal codes, different tuples different ones. Each column is
+    Equal tuples get equal codes, different tuples different ones, as SQL compares them: a
+    float column's ``-0.0`` is ``0.0`` (:func:`without_negative_zero`). Each column is
     dictionary-encoded; a further column's codes are combined with the codes so far and
     renumbered densely (``np.unique``), so that the next product cannot overflow. The first
     column's dictionary indices are dense codes already: one column needs no pass.
@@ -53,6 +54,7 @@ def key_codes(
         # some types (decimal: "DictionaryArray converter ... not implemented").
         return codes
     for i, col in enumerate(columns):
+        col = without_negative_zero(col)
         if null_is_value:
             enc = pc.dictionary_encode(col, null_encoding="encode").combine_chunks()
             c = np.asarray(enc.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
@@ -83,15 +85,14 @@ def key_codes_across(
     """Encode the key tuples of two inputs as shared codes; -1 where a key is NULL.
 
     Both inputs' key columns are cast to the common ``key_types`` first (Spark's widening,
-    :mod:`.keytypes`); float keys get ``+ 0.0`` so that ``-0.0`` equals ``0.0``, as in SQL.
+    :mod:`.keytypes`).
     """
     n_p = probe.num_rows
     columns = []
     for pk, bk, typ in zip(probe_keys, build_keys, key_types, strict=True):
-        both = pa.chunked_array(
+        columns.append(pa.chunked_array(
             probe.column(pk).cast(typ).chunks + build.column(bk).cast(typ).chunks, type=typ
-        )
-        columns.append(without_negative_zero(both))
+        ))
     codes = key_codes(columns, n_p + build.num_rows, null_is_value=False)
     return codes[:n_p], codes[n_p:]
 

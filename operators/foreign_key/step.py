@@ -123,10 +123,8 @@ def step(
 
 
 def _normalised(col: pa.ChunkedArray | pa.Array, typ: pa.DataType) -> pa.ChunkedArray:
-    """``col`` cast to ``typ`` as one chunked array; float keys with ``-0.0`` as ``0.0`` (SQL)."""
+    """``col`` cast to ``typ`` as one chunked array (``key_codes`` makes ``-0.0`` ``0.0``)."""
     out = col.cast(typ)
-    if pa.types.is_floating(typ):
-        out = pc.add(out, pa.scalar(0.0, typ))
     return out if isinstance(out, pa.ChunkedArray) else pa.chunked_array([out], type=typ)
 
 

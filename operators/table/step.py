@@ -82,9 +82,7 @@ def _key_columns(plan: TableJoinPlan, rows: pa.Table, side: NDArray[np.int32]) -
     for i, typ in enumerate(plan.key_types):
         left = rows.column(plan.sides[0].key_internal[i]).cast(typ)
         right = rows.column(plan.sides[1].key_internal[i]).cast(typ)
-        col = pc.if_else(is_left, left, right)
-        if pa.types.is_floating(typ):
-            col = pc.add(col, pa.scalar(0.0, typ))  # -0.0 + 0.0 == 0.0: equal keys, as in SQL
+        col = pc.if_else(is_left, left, right)  # -0.0 is 0.0 in key_codes
         cols.append(col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col)
     return cols
 

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-from interlace.operators.common.keys import key_codes, without_negative_zero
+from interlace.operators.common.keys import key_codes
 from interlace.operators.window.output import last_output_frame
 from interlace.operators.window.plan import WindowPlan
 from numpy.typing import NDArray
@@ -26,16 +26,14 @@ def group_codes(
 ) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
     """Shared integer codes for group tuples (NULL is a value: SQL GROUP BY).
 
-    Row counts are passed explicitly: with no ``group_by`` the tables have no columns. Float
-    groups have ``-0.0`` as ``0.0`` first (:func:`.keys.without_negative_zero`): one group, as
-    in SQL (the output shows the value of the row that created the slot).
+    Row counts are passed explicitly: with no ``group_by`` the tables have no columns. A float
+    group's ``-0.0`` is ``0.0`` (:func:`.keys.key_codes`): one group, as in SQL (the output
+    shows the value of the row that created the slot).
     """
     columns = [
-        without_negative_zero(
-            pa.chunked_array(
-                slot_groups.column(name).chunks + new_groups.column(name).chunks,
-                type=new_groups.schema.field(name).type,
-            )
+        pa.chunked_array(
+            slot_groups.column(name).chunks + new_groups.column(name).chunks,
+            type=new_groups.schema.field(name).type,
         )
         for name in new_groups.column_names
     ]

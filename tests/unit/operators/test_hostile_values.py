@@ -57,6 +57,19 @@ def test_key_codes_of_no_rows_in_empty_decimal_chunks():
         assert key_codes([empty], 0, null_is_value=null_is_value).tolist() == []
 
 
+def test_key_codes_equal_minus_zero_and_zero_for_every_caller():
+    """One mechanism for every operator: ``-0.0`` and ``0.0`` get one code (SQL), float32 too,
+    in a first column and in a further one, with NULL as a value or not."""
+    for typ in (pa.float64(), pa.float32()):
+        col = pa.chunked_array([pa.array([0.0, -0.0], typ), pa.array([None, 1.5, -0.0], typ)])
+        other = pa.chunked_array([pa.array(["a", "a", "b", "b", "a"])])
+        for null_is_value in (True, False):
+            c = key_codes([col], 5, null_is_value=null_is_value).tolist()
+            assert c[0] == c[1] == c[4] and len({c[0], c[2], c[3]}) == 3
+            c = key_codes([other, col], 5, null_is_value=null_is_value).tolist()
+            assert c[0] == c[1] == c[4] and c[3] not in (c[0], c[2])
+
+
 def test_window_groups_minus_zero_with_zero_and_nan_with_null():
     schema = pa.schema([("g", pa.float64()), ("t", pa.timestamp("us"))])
     spec = window(["g"], schema)
