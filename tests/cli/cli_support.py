@@ -41,8 +41,18 @@ def run_here(spark, folder: Path, pipeline: str) -> str:
     from interlace.runner import run_pipeline
 
     out = io.StringIO()
-    run_pipeline(preflight(folder / pipeline, base=folder), base=folder, spark=spark,
-                 progress=out)
+    before = spark.conf.getAll
+    try:
+        run_pipeline(preflight(folder / pipeline, base=folder), base=folder, spark=spark,
+                     progress=out)
+    finally:
+        # The pipeline's [spark] settings (its state store, ...) leave the shared session.
+        after = spark.conf.getAll
+        for key in after.keys() - before.keys():
+            spark.conf.unset(key)
+        for key, value in before.items():
+            if after.get(key) != value:
+                spark.conf.set(key, value)
     return out.getvalue()
 
 

@@ -80,7 +80,9 @@ def _env(extra: dict[str, str] | None = None) -> dict[str, str]:
         "PYSPARK_DRIVER_PYTHON": PYTHON,
         "PYTHONUNBUFFERED": "1",
     })
-    env.pop("PYSPARK_SUBMIT_ARGS", None)
+    # The tests' JVM flags (conftest.py) for the master and workers too; drivers and their
+    # executors get them from PYSPARK_SUBMIT_ARGS.
+    env["SPARK_DAEMON_JAVA_OPTS"] = os.environ.get("INTERLACE_TEST_JVM_OPTIONS", "")
     env.update(extra or {})
     return env
 
