@@ -360,8 +360,7 @@ def _clip(line: str) -> str:
 def _checkpoint(ctx: _Context) -> str | None:
     if ctx.pipeline is None:
         return None
-    ckpt = Path(ctx.pipeline.checkpoint_path())
-    return _shown(ckpt if ckpt.is_absolute() else ctx.base / ckpt)
+    return _shown(ctx.pipeline.checkpoint_folder(ctx.base))
 
 
 def _shown(path: Path) -> str:

@@ -328,9 +328,8 @@ def run_pipeline(
         late_at[batch_id] = _late_rows(totals)
         dropped_at[batch_id] = _dropped_rows(totals)
 
-    ckpt = Path(pipeline.checkpoint_path())
     writer = out.writeStream.foreachBatch(sink).option(
-        "checkpointLocation", str(ckpt if ckpt.is_absolute() else base / ckpt)
+        "checkpointLocation", str(pipeline.checkpoint_folder(base))
     )
     writer = (
         writer.trigger(processingTime="1 second")
@@ -427,7 +426,7 @@ def run_pipeline(
     if progress is not None and summary.batches == 0 and not summary.stopped_by_user:
         progress.write(
             f"[{pipeline.name}] no new input: nothing to do (checkpoint "
-            f"{ckpt if ckpt.is_absolute() else base / ckpt} is up to date)\n"
+            f"{pipeline.checkpoint_folder(base)} is up to date)\n"
         )
     elif progress is not None:
         progress.write(

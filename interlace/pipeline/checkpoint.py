@@ -65,18 +65,13 @@ def _short(value: Any, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _folder(pipeline: Any, base: Path) -> Path:
-    ckpt = Path(pipeline.checkpoint_path())
-    return ckpt if ckpt.is_absolute() else base / ckpt
-
-
 def check_checkpoint(pipeline: Any, base: Path) -> None:
     """Raise ``ConfigError`` if the checkpoint was written with another spec (before Spark).
 
     Raises:
         ConfigError: Naming every changed field with its old and new value, and the fix.
     """
-    folder = _folder(pipeline, base)
+    folder = pipeline.checkpoint_folder(base)
     path = folder / SPEC_FILE
     if not path.is_file():
         return
@@ -104,7 +99,7 @@ def record_checkpoint(pipeline: Any, base: Path, *, ran: bool = False) -> None:
     API: its spec is unknown, so it gets the record only once a run on it has ended without
     an error (``ran``: the state's fingerprint accepted the spec).
     """
-    folder = _folder(pipeline, base)
+    folder = pipeline.checkpoint_folder(base)
     path = folder / SPEC_FILE
     offsets = folder / "offsets"
     if path.is_file() or (not ran and offsets.is_dir() and any(offsets.iterdir())):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import pathlib
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -475,6 +476,14 @@ class Pipeline:
     def checkpoint_path(self) -> str:
         """Return the checkpoint folder (``[spark] checkpoint`` or the default)."""
         return self.spark.checkpoint or DEFAULT_CHECKPOINT.format(name=self.name)
+
+    def checkpoint_folder(self, base: str | os.PathLike[str]) -> pathlib.Path:
+        """Return the checkpoint folder, resolved against ``base`` if it is relative.
+
+        ``base`` is the pipeline file's folder, as for every relative path of a pipeline.
+        """
+        folder = pathlib.Path(self.checkpoint_path())
+        return folder if folder.is_absolute() else pathlib.Path(base) / folder
 
     def resolved_target(self) -> Target:
         """Return :attr:`target` with its defaults filled in (path, table, key).

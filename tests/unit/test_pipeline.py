@@ -263,6 +263,11 @@ def test_resolved_target_and_dead_letter_defaults() -> None:
     assert (t.path, t.table, t.key) == ("interlace.duckdb", "orders_payments", None)
     assert p.resolved_dead_letter() is None
     assert p.checkpoint_path() == ".interlace/checkpoints/orders-payments"
+    # Relative to the pipeline file's folder; an absolute [spark] checkpoint as it is.
+    assert p.checkpoint_folder("/work/jobs") == Path("/work/jobs/.interlace/checkpoints/"
+                                                     "orders-payments")
+    absolute = Pipeline.from_toml(JOIN_TOML + '\n[spark]\ncheckpoint = "/ck/x"\n')
+    assert absolute.checkpoint_folder("/work/jobs") == Path("/ck/x")
     dlq = edit(JOIN_TOML, "time_window_ms = 300_000", 'time_window_ms = 300_000\nlate_data = "dlq"')
     dlq = edit(dlq, 'kind = "duckdb"', 'kind = "duckdb"\npath = "out/x.duckdb"')
     dlq += '\n[dead_letter]\nkind = "duckdb"\n'
