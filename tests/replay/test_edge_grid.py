@@ -5,8 +5,10 @@ where streaming semantics break happen in most batches: rows exactly on a window
 end, session rows exactly one gap apart (in one batch and across batches), join pairs with
 ``r.t - l.t`` exactly ``lower`` and ``upper`` (and one second outside), rows exactly at the
 watermark and exactly at a close time. Each case runs on the HDFS-backed and the RocksDB state
-store and is compared with Spark's native operator (final output; ``left_anti`` has no native
-stream-stream form) and with the oracle (batch by batch).
+store and equals the oracle, batch by batch. On the HDFS-backed store it is also compared with
+Spark's native operator (final output; ``left_anti`` has no native stream-stream form): the
+log and the oracle are the same on both stores, so the RocksDB run equals native too, without
+a second native run (CI time).
 """
 
 from __future__ import annotations
@@ -116,8 +118,9 @@ def test_windows_on_the_grid_equal_spark_native_and_the_oracle(spark, state_stor
     ours = replay_streams(spark, streams, lambda f: window_aggregate(f["events"], spec),
                           workdir=tmp_path / "ours")
     state_store.check(tmp_path / "ours" / "checkpoint")
-    theirs = replay_streams(spark, streams, native_window(kind), workdir=tmp_path / "native")
-    assert final_windows(ours.rows) == final_windows(theirs.rows)
+    if state_store.name == "hdfs":  # native once: the oracle below is the same on both stores
+        theirs = replay_streams(spark, streams, native_window(kind), workdir=tmp_path / "native")
+        assert final_windows(ours.rows) == final_windows(theirs.rows)
     assert sum(final_windows(ours.rows).values()) >= 8
 
     want = oracle_window(spec, ours.scheduled(log, WindowBatch), columns=WCOLS)
@@ -215,7 +218,7 @@ def test_joins_on_the_grid_equal_spark_native_and_the_oracle(spark, state_store,
     log = grid_join_log(seed=sorted(NATIVE_HOW).index(how))
     ours = replay_join(spark, log, JSCHEMA, JSCHEMA, spec, workdir=tmp_path / "ours")
     state_store.check(tmp_path / "ours" / "checkpoint")
-    if NATIVE_HOW[how] is not None:
+    if NATIVE_HOW[how] is not None and state_store.name == "hdfs":  # as for the windows
         theirs = replay_join(spark, log, JSCHEMA, JSCHEMA, native_join(how),
                              workdir=tmp_path / "native")
         assert final_joined(ours.rows) == final_joined(theirs.rows)

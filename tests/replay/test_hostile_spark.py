@@ -1,14 +1,15 @@
 """Hostile input through real Spark (issue 13): fixed batches, not Hypothesis.
 
-The join (``full``, ``dlq``) on a key of a unicode string, a binary, a decimal(38,18) and a
-double, and the window (tumbling under ``dlq``, session under ``drop``) grouped by a double,
-over NULL keys and event times, NaN / ±inf / -0.0, nested payloads with a nested timestamp,
-event times before 1970, timestamps pandas cannot hold (0001-01-01, 9999-12-31, in the event
-time, in a payload and nested). Each query must run to the end, equal the oracle (NaN as
-NULL, rows without an event time or with a timestamp pandas cannot hold left out, as
-docs/reliability.md says), and account for every input row by id: output, dead letter,
-Spark's watermark filter, or a documented counter. The same, drawn by Hypothesis without
-Spark: ``tests/property/test_hostile_input.py`` and ``test_hostile_window.py``.
+The join (``full``, ``dlq``) and the stream-table join (``left``, ``dlq``) on a key of a
+unicode string, a binary, a decimal(38,18) and a double, and the window (tumbling under
+``dlq``, session under ``drop``) grouped by a double, over NULL keys and event times, NaN /
+±inf / -0.0, nested payloads with a nested timestamp, event times before 1970, timestamps
+pandas cannot hold (0001-01-01, 9999-12-31, in the event time, in a payload and nested).
+Each query must run to the end, equal the oracle (NaN as NULL, rows without an event time or
+with a timestamp pandas cannot hold left out, as docs/reliability.md says), and account for
+every input row by id: output, dead letter, Spark's watermark filter, or a documented
+counter. The same, drawn by Hypothesis without Spark: ``tests/property/test_hostile_input.py``,
+``test_hostile_table_joins.py`` and ``test_hostile_window.py``.
 """
 
 from __future__ import annotations
@@ -22,10 +23,20 @@ from hostile import assert_accounted, dead_letters, oracle_rows, spark_dropped_i
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from interlace import Aggregation, ConfigError, Join, Window, stream_join, window_aggregate
+from interlace import (
+    Aggregation,
+    ConfigError,
+    Join,
+    StreamTableJoin,
+    Window,
+    stream_join,
+    stream_table_join,
+    window_aggregate,
+)
 from interlace.metrics import counters
 from interlace.testing.log import JoinBatch
 from interlace.testing.oracle import canonical_rows, oracle_join
+from interlace.testing.oracles.stream_table import oracle_stream_table_join
 from interlace.testing.replay import replay_join, replay_streams
 from interlace.testing.window_oracle import WindowBatch, oracle_window
 
@@ -145,6 +156,67 @@ def test_join_on_hostile_rows_equals_the_oracle_and_accounts_for_every_row(spark
     assert zero["left_st"].asDict() == {"a": -(2**63), "b": ["x", None], "t": at(0.5)}
     assert zero["left_m"] == {"a": 1, "\U0001f389": None} and zero["left_u"] == "\u0000\u00e9"
     assert zero["left_arr"][0] == 1.0 and zero["left_arr"][2] == INF
+
+
+def test_stream_table_join_on_hostile_rows_equals_the_oracle_and_accounts_for_every_row(
+        spark, tmp_path):
+    """The join's hostile batches as a stream (left) and a table's updates (right): the as-of
+    join by the same four hostile keys, the table's values nested, NaN and 9999 included."""
+    spec = StreamTableJoin(left_keys=list(KEY), right_keys=list(KEY), how="left",
+                           event_time_column="ts", late_data="dlq", dlq_horizon_ms=60_000,
+                           value_columns=["f", "u", "d", "st", "arr", "m", "pt"], key_groups=4)
+    log = join_log()
+    # Stream row 8 (key -0.0, 2 s) finds table update 10 (key 0.0, valid from 1 s).
+    log[1] = JoinBatch(left=[*log[1].left, jrow(8, at(2))], right=log[1].right)
+    acc = counters(spark)
+    result = replay_join(spark, log, JOIN_SCHEMA, JOIN_SCHEMA,
+                         lambda s, t: stream_table_join(s, t, spec, counters=acc),
+                         workdir=tmp_path)
+    scheduled = result.scheduled(log, JoinBatch)
+    want = oracle_stream_table_join(
+        spec, [JoinBatch(left=oracle_rows(b.left, timestamps=TIMESTAMPS),
+                         right=oracle_rows(b.right, timestamps=TIMESTAMPS)) for b in scheduled],
+        left_columns=JOIN_COLUMNS, right_columns=JOIN_COLUMNS)
+    watermarks = [b.watermark_ms for b in result.batches]
+    assert watermarks == want.spark_watermarks_ms
+    got, exp = result.rows_by_batch(), want.rows_by_batch()
+    for b in sorted(set(got) | set(exp)):
+        mine = [r for r in got.get(b, []) if "null_event_time" not in (r["_dead_letter"] or "")]
+        a, e = canonical_rows(mine), canonical_rows(exp.get(b, []))
+        assert a == e, (b, [x for x in a if x not in e], [x for x in e if x not in a])
+
+    c = dict(acc.value)
+    rows = [r for _, r in result.rows]
+    letters = dead_letters(rows)
+    normal = [r for r in rows if r["_dead_letter"] is None]
+    assert {(d["side"], d["reason"], d["row"]["id"]) for d in letters} == {
+        ("left", "null_event_time", 3), ("right", "late", 15)}
+    # The stream: every row emitted once (left join), a dead letter, Spark's, or counted.
+    stream = [b.left for b in scheduled]
+    assert_accounted(
+        {r["id"] for rows_ in stream for r in rows_ if r["id"] >= 0},
+        output={r["left_id"] for r in normal} - {-1},
+        dead={d["row"]["id"] for d in letters if d["side"] == "left"},
+        spark=spark_dropped_ids(stream, watermarks, timestamps=TIMESTAMPS),
+        counted={f"{n}_left": c.get(f"{n}_left", 0) for n in (
+            "late_dropped", "null_key_dropped", "null_event_time_dropped",
+            "out_of_range_dropped", "absent_dropped")})
+    # The table: every update enters the history (END's too), a dead letter, Spark's, or counted.
+    table = [b.right for b in scheduled]
+    assert_accounted(
+        {r["id"] for rows_ in table for r in rows_ if r["id"] >= 0}, output=set(),
+        dead={d["row"]["id"] for d in letters if d["side"] == "right"},
+        spark=spark_dropped_ids(table, watermarks, timestamps=TIMESTAMPS),
+        counted={"versions_inserted": c.get("versions_inserted", 0) - 1,
+                 **{f"{n}_right": c.get(f"{n}_right", 0) for n in (
+                     "late_dropped", "null_key_dropped", "null_event_time_dropped",
+                     "out_of_range_dropped")}})
+    assert c.get("out_of_range_dropped_left", 0) == 3 and c.get("out_of_range_dropped_right") == 1
+    # Stream row 8 got update 10's values as they went in; rows 0 and 1 (0 s) came before it.
+    assert {r["left_id"] for r in normal if r["right_u"] is not None} == {8}
+    one = next(r for r in normal if r["left_id"] == 8)
+    assert one["right_f"] == INF and one["right_st"].asDict() == PAYLOAD["st"]
+    assert one["right_m"] == PAYLOAD["m"] and one["right_arr"][2] == INF
 
 
 WINDOW_SCHEMA = T.StructType([

@@ -140,7 +140,7 @@ def late_log():
         ("left_anti", "dlq", {"dlq_horizon_ms": 3_600_000}),
     ],
 )
-def test_late_rows_under_each_policy_match_oracle(spark, state_store, how, late_data, extra,
+def test_late_rows_under_each_policy_match_oracle(spark, one_run_store, how, late_data, extra,
                                                   tmp_path):
     spec = Join(left_keys=["id"], right_keys=["id"], how=how, time_window_ms=5_000,
                 event_time_column="ts", lateness_ms=2_000, late_data=late_data, key_groups=3, **extra)
@@ -149,7 +149,7 @@ def test_late_rows_under_each_policy_match_oracle(spark, state_store, how, late_
     result = replay_join(spark, log, SCHEMA, SCHEMA,
                          lambda l, r: stream_join(l, r, spec, counters=acc), workdir=tmp_path)
     want = assert_matches_oracle(result, log, spec, list(COLS), list(COLS))
-    state_store.check(tmp_path / "checkpoint")
+    one_run_store.check(tmp_path / "checkpoint")
     # Nothing vanishes: the accumulator accounts for every row the operator did not emit.
     for side in ("left", "right"):
         assert acc.value.get(f"late_dropped_{side}", 0) == want.late_dropped.get(side, 0)

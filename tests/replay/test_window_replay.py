@@ -91,7 +91,7 @@ def assert_matches_oracle(result, log, spec, columns=COLS, **oracle_kw):
         ("session", "reopen", {"gap_ms": 4_000, "allowed_lateness_ms": 20_000}),
     ],
 )
-def test_every_kind_and_policy_matches_oracle(spark, state_store, kind, late_data, extra,
+def test_every_kind_and_policy_matches_oracle(spark, one_run_store, kind, late_data, extra,
                                               tmp_path):
     spec = Window(kind=kind, event_time_column="ts", group_by=["user"], lateness_ms=2_000,
                   late_data=late_data, max_groups_per_window=100, aggregations=AGGS,
@@ -99,7 +99,7 @@ def test_every_kind_and_policy_matches_oracle(spark, state_store, kind, late_dat
     log = messy_log()
     result, acc = run(spark, spec, log, tmp_path)
     want = assert_matches_oracle(result, log, spec)
-    state_store.check(tmp_path / "checkpoint")
+    one_run_store.check(tmp_path / "checkpoint")
     assert want.rows
     assert acc.value.get("late_dropped", 0) == want.late_dropped
     assert acc.value.get("dead_lettered", 0) == want.dead_lettered
