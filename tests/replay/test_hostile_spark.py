@@ -106,19 +106,22 @@ def join_log() -> list[JoinBatch]:
     ]
 
 
-def test_join_on_hostile_rows_equals_the_oracle_and_accounts_for_every_row(spark, tmp_path):
-    spec = Join(left_keys=list(KEY), right_keys=list(KEY), how="full", time_window_ms=2000,
-                event_time_column="ts", late_data="dlq", key_groups=8)
-    log = join_log()
+def replay_two_inputs(spark: Any, tmp_path: Any, log: list[JoinBatch], operator: Any,
+                      oracle: Any, spec: Any) -> tuple[Any, list[int], dict[str, int], list[Any],
+                                                       list[dict[str, Any]]]:
+    """Replay ``log`` through ``operator(left, right, spec, counters=...)`` on Spark and check
+    it equals ``oracle`` batch by batch (NaN as NULL, rows without an event time or with a
+    timestamp pandas cannot hold left out). Returns the scheduled batches, Spark's watermarks,
+    the counters, the dead letters and the other output rows."""
     acc = counters(spark)
     result = replay_join(spark, log, JOIN_SCHEMA, JOIN_SCHEMA,
-                         lambda left, right: stream_join(left, right, spec, counters=acc),
+                         lambda left, right: operator(left, right, spec, counters=acc),
                          workdir=tmp_path)
     scheduled = result.scheduled(log, JoinBatch)
-    want = oracle_join(spec, [JoinBatch(left=oracle_rows(b.left, timestamps=TIMESTAMPS),
-                                        right=oracle_rows(b.right, timestamps=TIMESTAMPS))
-                              for b in scheduled],
-                       left_columns=JOIN_COLUMNS, right_columns=JOIN_COLUMNS)
+    want = oracle(spec, [JoinBatch(left=oracle_rows(b.left, timestamps=TIMESTAMPS),
+                                   right=oracle_rows(b.right, timestamps=TIMESTAMPS))
+                         for b in scheduled],
+                  left_columns=JOIN_COLUMNS, right_columns=JOIN_COLUMNS)
     watermarks = [b.watermark_ms for b in result.batches]
     assert watermarks == want.spark_watermarks_ms
     got, exp = result.rows_by_batch(), want.rows_by_batch()
@@ -126,11 +129,16 @@ def test_join_on_hostile_rows_equals_the_oracle_and_accounts_for_every_row(spark
         mine = [r for r in got.get(b, []) if "null_event_time" not in (r["_dead_letter"] or "")]
         a, e = canonical_rows(mine), canonical_rows(exp.get(b, []))
         assert a == e, (b, [x for x in a if x not in e], [x for x in e if x not in a])
-
-    c = dict(acc.value)
     rows = [r for _, r in result.rows]
-    letters = dead_letters(rows)
     normal = [r for r in rows if r["_dead_letter"] is None]
+    return scheduled, watermarks, dict(acc.value), dead_letters(rows), normal
+
+
+def test_join_on_hostile_rows_equals_the_oracle_and_accounts_for_every_row(spark, tmp_path):
+    spec = Join(left_keys=list(KEY), right_keys=list(KEY), how="full", time_window_ms=2000,
+                event_time_column="ts", late_data="dlq", key_groups=8)
+    scheduled, watermarks, c, letters, normal = replay_two_inputs(
+        spark, tmp_path, join_log(), stream_join, oracle_join, spec)
     assert {(d["side"], d["reason"], d["row"]["id"]) for d in letters} == {
         ("left", "null_event_time", 3), ("right", "late", 15)}
     pairs = {(r["left_id"], r["right_id"]) for r in normal}
@@ -168,27 +176,8 @@ def test_stream_table_join_on_hostile_rows_equals_the_oracle_and_accounts_for_ev
     log = join_log()
     # Stream row 8 (key -0.0, 2 s) finds table update 10 (key 0.0, valid from 1 s).
     log[1] = JoinBatch(left=[*log[1].left, jrow(8, at(2))], right=log[1].right)
-    acc = counters(spark)
-    result = replay_join(spark, log, JOIN_SCHEMA, JOIN_SCHEMA,
-                         lambda s, t: stream_table_join(s, t, spec, counters=acc),
-                         workdir=tmp_path)
-    scheduled = result.scheduled(log, JoinBatch)
-    want = oracle_stream_table_join(
-        spec, [JoinBatch(left=oracle_rows(b.left, timestamps=TIMESTAMPS),
-                         right=oracle_rows(b.right, timestamps=TIMESTAMPS)) for b in scheduled],
-        left_columns=JOIN_COLUMNS, right_columns=JOIN_COLUMNS)
-    watermarks = [b.watermark_ms for b in result.batches]
-    assert watermarks == want.spark_watermarks_ms
-    got, exp = result.rows_by_batch(), want.rows_by_batch()
-    for b in sorted(set(got) | set(exp)):
-        mine = [r for r in got.get(b, []) if "null_event_time" not in (r["_dead_letter"] or "")]
-        a, e = canonical_rows(mine), canonical_rows(exp.get(b, []))
-        assert a == e, (b, [x for x in a if x not in e], [x for x in e if x not in a])
-
-    c = dict(acc.value)
-    rows = [r for _, r in result.rows]
-    letters = dead_letters(rows)
-    normal = [r for r in rows if r["_dead_letter"] is None]
+    scheduled, watermarks, c, letters, normal = replay_two_inputs(
+        spark, tmp_path, log, stream_table_join, oracle_stream_table_join, spec)
     assert {(d["side"], d["reason"], d["row"]["id"]) for d in letters} == {
         ("left", "null_event_time", 3), ("right", "late", 15)}
     # The stream: every row emitted once (left join), a dead letter, Spark's, or counted.
