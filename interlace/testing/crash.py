@@ -80,6 +80,8 @@ class CrashReport:
     """Every run of :func:`run_with_kills`, the finishing run last."""
 
     runs: list[Run]
+    #: Kills never tried: with ``stop_when_finished``, those after a run that finished.
+    unused: list[Kill] = field(default_factory=list)
 
     @property
     def kills(self) -> int:
@@ -174,7 +176,8 @@ def _run_once(pipeline: str, cwd: Path, kill: Kill | None, timeout: float) -> Ru
 
 def run_with_kills(pipeline: str | Path, cwd: str | Path, kills: list[Kill], *,
                    timeout: float = 600.0,
-                   finish: Callable[[], str] | None = None) -> CrashReport:
+                   finish: Callable[[], str] | None = None,
+                   stop_when_finished: bool = False) -> CrashReport:
     """Run ``interlace run pipeline`` in ``cwd`` once per kill, then once to completion.
 
     Args:
@@ -188,6 +191,9 @@ def run_with_kills(pipeline: str | Path, cwd: str | Path, kills: list[Kill], *,
             output (the lines ``interlace run`` prints, which name the batches it ran), e.g.
             :func:`interlace.runner.run_pipeline` on a session the caller already has (a
             test's: no JVM to start). The kills still hit whole ``interlace run`` processes.
+        stop_when_finished: Stop trying kills after a run that finished (its kill never
+            came: the sources ran out, so later kills would find nothing to interrupt); the
+            kills not tried are in :attr:`CrashReport.unused`.
 
     Returns:
         The report of every run.
@@ -196,8 +202,13 @@ def run_with_kills(pipeline: str | Path, cwd: str | Path, kills: list[Kill], *,
         AssertionError: A run failed (exit status other than 0 or a ``SIGKILL``), or the
             finishing run did not finish.
     """
-    runs = []
+    runs: list[Run] = []
+    pending = list(kills)
     for kill in [*kills, None]:
+        if kill is not None and stop_when_finished and runs and not runs[-1].killed:
+            continue
+        if kill is not None:
+            pending.remove(kill)
         if kill is None and finish is not None:
             start = time.monotonic()
             lines = finish().splitlines()
@@ -211,4 +222,4 @@ def run_with_kills(pipeline: str | Path, cwd: str | Path, kills: list[Kill], *,
             raise AssertionError(msg + run.stderr_tail)
     if runs[-1].returncode != 0:
         raise AssertionError("the finishing run did not finish:\n" + runs[-1].stderr_tail)
-    return CrashReport(runs)
+    return CrashReport(runs, unused=pending)
