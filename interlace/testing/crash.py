@@ -203,23 +203,28 @@ def run_with_kills(pipeline: str | Path, cwd: str | Path, kills: list[Kill], *,
             finishing run did not finish.
     """
     runs: list[Run] = []
-    pending = list(kills)
-    for kill in [*kills, None]:
-        if kill is not None and stop_when_finished and runs and not runs[-1].killed:
-            continue
-        if kill is not None:
-            pending.remove(kill)
-        if kill is None and finish is not None:
-            start = time.monotonic()
-            lines = finish().splitlines()
-            batches = [b for b in map(_batch_of, lines) if b is not None]
-            runs.append(Run(None, 0, time.monotonic() - start, batches))
+    unused: list[Kill] = []
+    for i, kill in enumerate(kills):
+        if stop_when_finished and runs and not runs[-1].killed:
+            unused = kills[i:]
             break
-        run = _run_once(str(pipeline), Path(cwd), kill, timeout)
-        runs.append(run)
-        if run.returncode != 0 and not run.killed:
-            msg = f"run {len(runs) - 1} (kill {kill}) exited {run.returncode}:\n"
-            raise AssertionError(msg + run.stderr_tail)
+        runs.append(_run_checked(str(pipeline), Path(cwd), kill, timeout, len(runs)))
+    if finish is None:
+        runs.append(_run_checked(str(pipeline), Path(cwd), None, timeout, len(runs)))
+    else:
+        start = time.monotonic()
+        lines = finish().splitlines()
+        batches = [b for b in map(_batch_of, lines) if b is not None]
+        runs.append(Run(None, 0, time.monotonic() - start, batches))
     if runs[-1].returncode != 0:
         raise AssertionError("the finishing run did not finish:\n" + runs[-1].stderr_tail)
-    return CrashReport(runs, unused=pending)
+    return CrashReport(runs, unused=unused)
+
+
+def _run_checked(pipeline: str, cwd: Path, kill: Kill | None, timeout: float, n: int) -> Run:
+    """:func:`_run_once`, raising if the run failed (neither exit 0 nor a ``SIGKILL``)."""
+    run = _run_once(pipeline, cwd, kill, timeout)
+    if run.returncode != 0 and not run.killed:
+        msg = f"run {n} (kill {kill}) exited {run.returncode}:\n"
+        raise AssertionError(msg + run.stderr_tail)
+    return run

@@ -226,18 +226,18 @@ def reference(name: str, tmp_path_factory, spark) -> dict[str, list[dict]]:
     return _REFERENCE[name]
 
 
-def killed_trial(name: str, store: str, folder: Path, kills: list[Kill], spark, *,
-                 fresh_trials: bool):
+def killed_trial(name: str, store: str, folder: Path, kills: list[Kill], spark,
+                 want: dict[str, list[dict]], *, fresh_trials: bool):
     """One trial: the pipeline in a fresh ``folder``, killed and restarted per ``kills`` (the
     last run continues the checkpoint in this process, on the test session: no JVM to start),
-    its tables then equal the uninterrupted run's. With ``fresh_trials`` the kills stop once
-    a run finishes the sources (the report's ``unused`` kills are for a fresh trial)."""
+    its tables then equal ``want``, the uninterrupted run's. With ``fresh_trials`` the kills
+    stop once a run finishes the sources (the report's ``unused`` kills are for a fresh
+    trial)."""
     setup, check, *_ = PIPELINES[name]
     pipeline = setup(folder, spark)
     with_store(folder, pipeline, store)
     report = run_with_kills(pipeline, folder, kills, stop_when_finished=fresh_trials,
                             finish=lambda: run_here(spark, folder, pipeline))
-    want = _REFERENCE[name]
     got = duckdb_tables(folder)
     assert set(got) == set(want)
     for table in want:
@@ -256,10 +256,11 @@ def killed_trial(name: str, store: str, folder: Path, kills: list[Kill], spark, 
 def test_killed_and_restarted_run_equals_the_uninterrupted_run(name, store, tmp_path,
                                                                tmp_path_factory, spark):
     _, _, points, _ = PIPELINES[name]
-    reference(name, tmp_path_factory, spark)
+    want = reference(name, tmp_path_factory, spark)
     seed = sum(map(ord, f"{name}/{store}"))
     if not FULL:  # CI: one trial, every kill chosen to fire
-        report = killed_trial(name, store, tmp_path, CI_KILLS[name], spark, fresh_trials=False)
+        report = killed_trial(name, store, tmp_path, CI_KILLS[name], spark, want,
+                              fresh_trials=False)
         print(f"\n{name} on {store}:\n{report.summary()}")
         assert report.kills == len(CI_KILLS[name]), report.summary()
         return
@@ -271,7 +272,7 @@ def test_killed_and_restarted_run_equals_the_uninterrupted_run(name, store, tmp_
     while remaining:
         folder = tmp_path / f"trial{len(reports)}"
         folder.mkdir()
-        report = killed_trial(name, store, folder, remaining, spark, fresh_trials=True)
+        report = killed_trial(name, store, folder, remaining, spark, want, fresh_trials=True)
         reports.append(report)
         tried = [r for r in report.runs if r.kill is not None]
         retry = []
