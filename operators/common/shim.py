@@ -10,7 +10,7 @@ watermark as an argument.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol, TypeVar
 
@@ -21,7 +21,12 @@ from interlace.operators.common.arrow import frames_to_table, table_to_pandas
 from interlace.operators.common.compat import override
 from interlace.operators.common.counters import add_counts, new_operator_id
 from interlace.operators.common.names import KEY_GROUP_COLUMN
-from interlace.operators.common.prepare import HOME_COLUMN, OUT_OF_RANGE_COLUMN, SIDE_COLUMN
+from interlace.operators.common.prepare import (
+    HOME_COLUMN,
+    OUT_OF_RANGE_COLUMN,
+    SIDE_COLUMN,
+    two_sided_input,
+)
 from interlace.operators.common.watermark import (
     NO_DEADLINE_MS,
     operator_wm_us,
@@ -38,6 +43,7 @@ __all__ = [
     "OperatorFunction",
     "TableStepResult",
     "TablesFunction",
+    "bind_changelog_join",
     "changelog_output_fields",
 ]
 
@@ -184,15 +190,13 @@ class TablesFunction(OperatorFunction):
     (``None`` while Spark's ``W <= 0``) on the frames in the plan's ``input_schema``, yields
     the output, writes the state last, and stores what remains with one event-time timeout
     at the earliest deadline (:meth:`_deadlines_ms`: a held row is due when ``wm > t``;
-    :data:`NO_DEADLINE_MS` without one). A subclass names its :attr:`state_type` and
-    implements :meth:`_step`.
+    :data:`NO_DEADLINE_MS` without one). A subclass names its :attr:`state_type` and its
+    :attr:`pure_step`.
     """
 
     state_type: ClassVar[type[TablesState]]
-
-    def _step(self, state: Any, batch: pa.Table, wm_us: int | None) -> TableStepResult:
-        """Run the operator's pure step."""
-        raise NotImplementedError
+    pure_step: ClassVar[Callable[..., TableStepResult]]
+    """The operator's pure ``step(plan, state, batch, wm_us)`` (a ``staticmethod``)."""
 
     def _deadlines_ms(self, result: TableStepResult) -> list[int]:
         """The stored state's deadlines in Spark's domain: a held row is due when ``wm > t``."""
@@ -202,14 +206,14 @@ class TablesFunction(OperatorFunction):
 
     @override
     def _call(self, blob: bytes | None, frames: Frames, wm_us: int | None) -> CallResult:
-        """Decode the state, run :meth:`_step`, encode what remains."""
+        """Decode the state, run :attr:`pure_step`, encode what remains."""
         plan = self.plan
         schemas = plan.state_schemas
         if blob is not None:
             state = self.state_type.decode(blob, plan.fp, *schemas)
         else:
             state = self.state_type.empty(*schemas)
-        result = self._step(state, frames_to_table(plan.input_schema, frames), wm_us)
+        result = self.pure_step(plan, state, frames_to_table(plan.input_schema, frames), wm_us)
         stored = None
         if result.state.num_rows:
             deadlines = self._deadlines_ms(result)
@@ -242,6 +246,28 @@ def changelog_output_fields(plan: Any, key_types: Sequence[Any], dfs: Sequence[A
     if plan.dlq:
         fields.append(T.StructField(next(names), T.StringType(), True))
     return fields
+
+
+def bind_changelog_join(operator: type[_B], spec: Any, plan: Any, sides: Sequence[Any],
+                        key_types: Sequence[Any], output_key_types: Sequence[Any],
+                        func: Any) -> _B:
+    """Prepare a changelog join's input and bind it (the table-table and foreign-key joins).
+
+    Args:
+        operator: The :class:`BoundOperator` subclass to bind.
+        spec: The join.
+        plan: Its plan (``sides``, ``replicated_side``, ``output_names``, ``dlq``).
+        sides: Both tables (checked) with their event-time columns.
+        key_types: The Spark types each side's key groups are computed in
+            (:func:`~interlace.operators.common.prepare.two_sided_input`).
+        output_key_types: The Spark types of the output key columns.
+        func: The operator's ``applyInPandasWithState`` function.
+    """
+    prepared = two_sided_input(spec, sides, key_types, [s.payload for s in plan.sides],
+                               replicated_side=plan.replicated_side)
+    fields = changelog_output_fields(plan, output_key_types, [df for df, _ in sides],
+                                     sides[0][1])
+    return operator.bind(spec, plan, prepared, func, fields)
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,7 @@ from interlace.state.keygroups import DEFAULT_JOIN_KEY_GROUPS, KEY_GROUP_ID_SCHE
 __all__ = [
     "Emit",
     "TableLateData",
+    "TWO_TABLE_ARGS",
     "TableJoinFields",
     "TablePlan",
     "TableSide",
@@ -188,6 +189,31 @@ class TableJoinFields(LateDataFields):
                 "right_columns": list(right_columns),
             }
         )
+
+
+#: The Args lines of :class:`TwoTableFields`' fields from ``event_time_column`` to
+#: ``right_prefix``, written once: each spec's docstring has them at its ``{two_table_args}``
+#: line (:func:`~interlace.operators.common.docs.fill_doc`).
+TWO_TABLE_ARGS = """
+event_time_column: Event-time (valid-from) column of both tables.
+left_event_time_column: Overrides ``event_time_column`` for the left table.
+right_event_time_column: Overrides ``event_time_column`` for the right table.
+lateness_ms: How far behind the maximum event time seen an update may arrive.
+emit: See :data:`~interlace.operators.common.tables.Emit`.
+tombstone_column: Optional boolean column of both tables; true = delete (NULL is not
+    a delete). Without it, an update whose value columns are all NULL is a tombstone.
+left_tombstone_column: Overrides ``tombstone_column`` for the left table.
+right_tombstone_column: Overrides ``tombstone_column`` for the right table.
+value_columns: The value columns of both tables (default: every column but the keys,
+    the event time and the tombstone column).
+left_value_columns: Overrides ``value_columns`` for the left table.
+right_value_columns: Overrides ``value_columns`` for the right table.
+late_data: ``"drop"`` (counted) or ``"dlq"`` (dead letters); ``"reopen"`` is an error.
+dlq_horizon_ms: Under ``dlq``: how far behind ``wm`` a late update may be and still
+    reach the operator to be dead-lettered (older ones are dropped by Spark).
+left_prefix: Prefix of the left value columns in the output.
+right_prefix: Prefix of the right value columns in the output.
+"""
 
 
 @dataclass(frozen=True)

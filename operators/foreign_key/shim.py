@@ -14,18 +14,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import pyarrow as pa
 from interlace.operators.common.arrow import arrow_schema_for
 from interlace.operators.common.checks import require_columns
-from interlace.operators.common.compat import override
+from interlace.operators.common.docs import PREPARE_RETURNS, RUN_RAISES, fill_doc, operator_usage
 from interlace.operators.common.keytypes import spark_key_types
-from interlace.operators.common.prepare import checked_inputs, two_sided_input
-from interlace.operators.common.shim import (
-    BoundOperator,
-    TablesFunction,
-    TableStepResult,
-    changelog_output_fields,
-)
+from interlace.operators.common.prepare import checked_inputs
+from interlace.operators.common.shim import BoundOperator, TablesFunction, bind_changelog_join
 from interlace.operators.common.watermark import NO_DEADLINE_MS
 from interlace.operators.foreign_key.plan import ForeignKeyJoinPlan
 from interlace.operators.foreign_key.spec import ForeignKeyJoin
@@ -51,23 +45,15 @@ class ForeignKeyJoinFunction(TablesFunction):
 
     plan: ForeignKeyJoinPlan
     state_type = ForeignKeyState
-
-    @override
-    def _step(
-        self, state: ForeignKeyState, batch: pa.Table, wm_us: int | None
-    ) -> TableStepResult:
-        return step(self.plan, state, batch, wm_us)
+    pure_step = staticmethod(step)
 
 
+@fill_doc(usage=operator_usage("foreign_key_join", "orders_changelog, products_changelog"))
 @dataclass(frozen=True)
 class ForeignKeyJoinOperator(BoundOperator):
     """A foreign-key join bound to its inputs, ready for ``groupBy().applyInPandasWithState``.
 
-    The low-level usage gives the same rows as :func:`foreign_key_join`::
-
-        op = prepare_foreign_key_join(orders_changelog, products_changelog, spec)
-        out = op.prepared.groupBy(*op.group_columns).applyInPandasWithState(
-            op.func, op.output_schema, op.state_schema, op.output_mode, op.timeout_conf)
+    {usage}
     """
 
     spec: ForeignKeyJoin
@@ -75,6 +61,7 @@ class ForeignKeyJoinOperator(BoundOperator):
     func: ForeignKeyJoinFunction
 
 
+@fill_doc(returns=PREPARE_RETURNS.format(operator="ForeignKeyJoinOperator"))
 def prepare_foreign_key_join(
     left: Any, right: Any, spec: ForeignKeyJoin, *, counters: Any | None = None
 ) -> ForeignKeyJoinOperator:
@@ -94,14 +81,10 @@ def prepare_foreign_key_join(
         spec: The join.
         counters: Optional Spark accumulator (see :mod:`interlace.metrics`) fed per call.
 
-    Returns:
-        A :class:`ForeignKeyJoinOperator`.
-
-    Raises:
-        ConfigError: Any problem with the inputs (SEMANTICS §6), before a query starts.
+    {returns}
     """
     sides = checked_inputs(left, right, spec, counters, ("the left table", "the right table"))
-    (ldf, let), (rdf, _) = sides
+    (ldf, _), (rdf, _) = sides
     require_columns(ldf, spec.foreign_key_columns, "foreign_key_columns", "the left table")
     plan = ForeignKeyJoinPlan.from_schemas(
         spec, arrow_schema_for(ldf.schema), arrow_schema_for(rdf.schema)
@@ -109,14 +92,12 @@ def prepare_foreign_key_join(
     fk_types = spark_key_types(ldf, rdf, spec.foreign_key_columns, spec.right_keys,
                                fields=("foreign_key_columns", "right_keys"))
     left_types = [ldf.schema[k].dataType for k in spec.left_keys]
-    prepared = two_sided_input(spec, sides, (left_types, fk_types),
-                               [s.payload for s in plan.sides],
-                               replicated_side=plan.replicated_side)
-    fields = changelog_output_fields(plan, left_types, (ldf, rdf), let)
     func = ForeignKeyJoinFunction(plan, counters)
-    return ForeignKeyJoinOperator.bind(spec, plan, prepared, func, fields)
+    return bind_changelog_join(ForeignKeyJoinOperator, spec, plan, sides,
+                               (left_types, fk_types), left_types, func)
 
 
+@fill_doc(raises=RUN_RAISES)
 def foreign_key_join(
     left: Any, right: Any, spec: ForeignKeyJoin, *, counters: Any | None = None
 ) -> Any:
@@ -143,7 +124,6 @@ def foreign_key_join(
         spec: The join.
         counters: Optional accumulator from :func:`interlace.metrics.counters`.
 
-    Raises:
-        ConfigError: Invalid spec or inputs, before any query starts.
+    {raises}
     """
     return prepare_foreign_key_join(left, right, spec, counters=counters).apply()

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from interlace.operators.common.checks import as_name_tuple, check_literal
-from interlace.operators.common.tables import TwoTableFields
+from interlace.operators.common.docs import fill_doc
+from interlace.operators.common.tables import TWO_TABLE_ARGS, TwoTableFields
 from interlace.operators.errors import ConfigError
 
 __all__ = ["ForeignKeyHow", "ForeignKeyJoin"]
@@ -41,6 +42,7 @@ class _ForeignKeyColumns:
     foreign_key_columns: Sequence[str]
 
 
+@fill_doc(two_table_args=TWO_TABLE_ARGS)
 @dataclass(frozen=True, slots=True)
 class ForeignKeyJoin(TwoTableFields, _ForeignKeyColumns):
     """A changelog table joined with another by a foreign key; the output is a changelog.
@@ -73,24 +75,7 @@ class ForeignKeyJoin(TwoTableFields, _ForeignKeyColumns):
         right_keys: Key columns of the right table, as many as ``foreign_key_columns``,
             compared pairwise with them.
         how: See :data:`ForeignKeyHow`.
-        event_time_column: Event-time (valid-from) column of both tables.
-        left_event_time_column: Overrides ``event_time_column`` for the left table.
-        right_event_time_column: Overrides ``event_time_column`` for the right table.
-        lateness_ms: How far behind the maximum event time seen an update may arrive.
-        emit: See :data:`~interlace.operators.common.tables.Emit`.
-        tombstone_column: Optional boolean column of both tables; true = delete (NULL is not
-            a delete). Without it, an update whose value columns are all NULL is a tombstone.
-        left_tombstone_column: Overrides ``tombstone_column`` for the left table.
-        right_tombstone_column: Overrides ``tombstone_column`` for the right table.
-        value_columns: The value columns of both tables (default: every column but the keys,
-            the event time and the tombstone column).
-        left_value_columns: Overrides ``value_columns`` for the left table.
-        right_value_columns: Overrides ``value_columns`` for the right table.
-        late_data: ``"drop"`` (counted) or ``"dlq"`` (dead letters); ``"reopen"`` is an error.
-        dlq_horizon_ms: Under ``dlq``: how far behind ``wm`` a late update may be and still
-            reach the operator to be dead-lettered (older ones are dropped by Spark).
-        left_prefix: Prefix of the left value columns in the output.
-        right_prefix: Prefix of the right value columns in the output.
+        {two_table_args}
         key_groups: Number of key groups of the left primary key; every key group holds the
             whole right table (each right update is replicated into all of them).
     """

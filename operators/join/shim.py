@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from interlace.operators.common.arrow import arrow_schema_for, frames_to_table, table_to_pandas
 from interlace.operators.common.compat import override
+from interlace.operators.common.docs import PREPARE_RETURNS, RUN_RAISES, fill_doc
 from interlace.operators.common.keytypes import spark_key_types
 from interlace.operators.common.names import DEAD_LETTER_COLUMN
 from interlace.operators.common.prepare import checked_inputs, prepared_columns, watermarked
@@ -117,6 +118,7 @@ class JoinOperator(BoundOperator):
     func: JoinFunction
 
 
+@fill_doc(returns=PREPARE_RETURNS.format(operator="JoinOperator"))
 def prepare_join(left: Any, right: Any, spec: Join, *, counters: Any | None = None) -> JoinOperator:
     """Validate ``spec`` against the inputs and prepare them for the join.
 
@@ -131,11 +133,7 @@ def prepare_join(left: Any, right: Any, spec: Join, *, counters: Any | None = No
         spec: The join.
         counters: Optional Spark accumulator (see :mod:`interlace.metrics`) fed per call.
 
-    Returns:
-        A :class:`JoinOperator`.
-
-    Raises:
-        ConfigError: Any problem with the inputs (SEMANTICS §6), before a query starts.
+    {returns}
     """
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
@@ -184,6 +182,7 @@ def prepare_join(left: Any, right: Any, spec: Join, *, counters: Any | None = No
     return JoinOperator.bind(spec, plan, prepared, JoinFunction(plan, counters), out_fields)
 
 
+@fill_doc(raises=RUN_RAISES)
 def stream_join(left: Any, right: Any, spec: Join, *, counters: Any | None = None) -> Any:
     """Join two streaming DataFrames per ``spec`` and return the streaming result.
 
@@ -205,7 +204,6 @@ def stream_join(left: Any, right: Any, spec: Join, *, counters: Any | None = Non
         counters: Optional accumulator from :func:`interlace.metrics.counters`; receives
             matches, unmatched rows emitted, late / null-key rows dropped, dead letters.
 
-    Raises:
-        ConfigError: Invalid spec or inputs, before any query starts.
+    {raises}
     """
     return prepare_join(left, right, spec, counters=counters).apply()

@@ -13,9 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import pyarrow as pa
 from interlace.operators.common.arrow import arrow_schema_for
 from interlace.operators.common.compat import override
+from interlace.operators.common.docs import PREPARE_RETURNS, RUN_RAISES, fill_doc, operator_usage
 from interlace.operators.common.keytypes import spark_key_types
 from interlace.operators.common.names import DEAD_LETTER_COLUMN
 from interlace.operators.common.prepare import checked_inputs, two_sided_input
@@ -47,12 +47,7 @@ class StreamTableJoinFunction(TablesFunction):
 
     plan: StreamTablePlan
     state_type = StreamTableState
-
-    @override
-    def _step(
-        self, state: StreamTableState, batch: pa.Table, wm_us: int | None
-    ) -> TableStepResult:
-        return step(self.plan, state, batch, wm_us)
+    pure_step = staticmethod(step)
 
     @override
     def _deadlines_ms(self, result: TableStepResult) -> list[int]:
@@ -63,15 +58,12 @@ class StreamTableJoinFunction(TablesFunction):
         return deadlines
 
 
+@fill_doc(usage=operator_usage("stream_table_join", "orders_df, customers_df"))
 @dataclass(frozen=True)
 class StreamTableOperator(BoundOperator):
     """A stream-table join bound to its inputs, ready for ``groupBy().applyInPandasWithState``.
 
-    The low-level usage gives the same rows as :func:`stream_table_join`::
-
-        op = prepare_stream_table_join(orders_df, customers_df, spec)
-        out = op.prepared.groupBy(*op.group_columns).applyInPandasWithState(
-            op.func, op.output_schema, op.state_schema, op.output_mode, op.timeout_conf)
+    {usage}
     """
 
     spec: StreamTableJoin
@@ -79,6 +71,7 @@ class StreamTableOperator(BoundOperator):
     func: StreamTableJoinFunction
 
 
+@fill_doc(returns=PREPARE_RETURNS.format(operator="StreamTableOperator"))
 def prepare_stream_table_join(
     stream: Any, table: Any, spec: StreamTableJoin, *, counters: Any | None = None
 ) -> StreamTableOperator:
@@ -97,11 +90,7 @@ def prepare_stream_table_join(
         spec: The join.
         counters: Optional Spark accumulator (see :mod:`interlace.metrics`) fed per call.
 
-    Returns:
-        A :class:`StreamTableOperator`.
-
-    Raises:
-        ConfigError: Any problem with the inputs (SEMANTICS §6), before a query starts.
+    {returns}
     """
     from pyspark.sql import types as T
 
@@ -124,6 +113,7 @@ def prepare_stream_table_join(
     return StreamTableOperator.bind(spec, plan, prepared, func, out_fields)
 
 
+@fill_doc(raises=RUN_RAISES)
 def stream_table_join(
     stream: Any, table: Any, spec: StreamTableJoin, *, counters: Any | None = None
 ) -> Any:
@@ -146,7 +136,6 @@ def stream_table_join(
         spec: The join.
         counters: Optional accumulator from :func:`interlace.metrics.counters`.
 
-    Raises:
-        ConfigError: Invalid spec or inputs, before any query starts.
+    {raises}
     """
     return prepare_stream_table_join(stream, table, spec, counters=counters).apply()

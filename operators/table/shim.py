@@ -13,17 +13,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import pyarrow as pa
 from interlace.operators.common.arrow import arrow_schema_for
-from interlace.operators.common.compat import override
+from interlace.operators.common.docs import PREPARE_RETURNS, RUN_RAISES, fill_doc, operator_usage
 from interlace.operators.common.keytypes import spark_key_types
-from interlace.operators.common.prepare import checked_inputs, two_sided_input
-from interlace.operators.common.shim import (
-    BoundOperator,
-    TablesFunction,
-    TableStepResult,
-    changelog_output_fields,
-)
+from interlace.operators.common.prepare import checked_inputs
+from interlace.operators.common.shim import BoundOperator, TablesFunction, bind_changelog_join
 from interlace.operators.common.watermark import NO_DEADLINE_MS
 from interlace.operators.table.plan import TableJoinPlan
 from interlace.operators.table.spec import TableJoin
@@ -44,21 +38,15 @@ class TableJoinFunction(TablesFunction):
 
     plan: TableJoinPlan
     state_type = TableJoinState
-
-    @override
-    def _step(self, state: TableJoinState, batch: pa.Table, wm_us: int | None) -> TableStepResult:
-        return step(self.plan, state, batch, wm_us)
+    pure_step = staticmethod(step)
 
 
+@fill_doc(usage=operator_usage("table_join", "left_changelog, right_changelog"))
 @dataclass(frozen=True)
 class TableJoinOperator(BoundOperator):
     """A table-table join bound to its inputs, ready for ``groupBy().applyInPandasWithState``.
 
-    The low-level usage gives the same rows as :func:`table_join`::
-
-        op = prepare_table_join(left_changelog, right_changelog, spec)
-        out = op.prepared.groupBy(*op.group_columns).applyInPandasWithState(
-            op.func, op.output_schema, op.state_schema, op.output_mode, op.timeout_conf)
+    {usage}
     """
 
     spec: TableJoin
@@ -66,6 +54,7 @@ class TableJoinOperator(BoundOperator):
     func: TableJoinFunction
 
 
+@fill_doc(returns=PREPARE_RETURNS.format(operator="TableJoinOperator"))
 def prepare_table_join(
     left: Any, right: Any, spec: TableJoin, *, counters: Any | None = None
 ) -> TableJoinOperator:
@@ -83,23 +72,19 @@ def prepare_table_join(
         spec: The join.
         counters: Optional Spark accumulator (see :mod:`interlace.metrics`) fed per call.
 
-    Returns:
-        A :class:`TableJoinOperator`.
-
-    Raises:
-        ConfigError: Any problem with the inputs (SEMANTICS §6), before a query starts.
+    {returns}
     """
     sides = checked_inputs(left, right, spec, counters, ("the left table", "the right table"))
-    (ldf, let), (rdf, _) = sides
+    (ldf, _), (rdf, _) = sides
     plan = TableJoinPlan.from_schemas(
         spec, arrow_schema_for(ldf.schema), arrow_schema_for(rdf.schema)
     )
     key_types = spark_key_types(ldf, rdf, spec.left_keys, spec.right_keys)
-    prepared = two_sided_input(spec, sides, key_types, [s.payload for s in plan.sides])
-    fields = changelog_output_fields(plan, key_types, (ldf, rdf), let)
-    return TableJoinOperator.bind(spec, plan, prepared, TableJoinFunction(plan, counters), fields)
+    func = TableJoinFunction(plan, counters)
+    return bind_changelog_join(TableJoinOperator, spec, plan, sides, key_types, key_types, func)
 
 
+@fill_doc(raises=RUN_RAISES)
 def table_join(left: Any, right: Any, spec: TableJoin, *, counters: Any | None = None) -> Any:
     """Join two changelog tables on their primary key and return the changelog of the join.
 
@@ -122,7 +107,6 @@ def table_join(left: Any, right: Any, spec: TableJoin, *, counters: Any | None =
         spec: The join.
         counters: Optional accumulator from :func:`interlace.metrics.counters`.
 
-    Raises:
-        ConfigError: Invalid spec or inputs, before any query starts.
+    {raises}
     """
     return prepare_table_join(left, right, spec, counters=counters).apply()

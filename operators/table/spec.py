@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from interlace.operators.common.checks import check_key_lists, check_literal
-from interlace.operators.common.tables import TwoTableFields
+from interlace.operators.common.docs import fill_doc
+from interlace.operators.common.tables import TWO_TABLE_ARGS, TwoTableFields
 
 __all__ = ["TableHow", "TableJoin"]
 
@@ -25,6 +26,7 @@ TableHow = Literal["inner", "left", "full"]
 """
 
 
+@fill_doc(two_table_args=TWO_TABLE_ARGS)
 @dataclass(frozen=True, slots=True)
 class TableJoin(TwoTableFields):
     """Two changelog tables joined on their primary key; the output is a changelog (§7, §9).
@@ -48,24 +50,7 @@ class TableJoin(TwoTableFields):
         left_keys: Primary key columns of the left table (non-empty).
         right_keys: Primary key columns of the right table, same length, compared pairwise.
         how: See :data:`TableHow`.
-        event_time_column: Event-time (valid-from) column of both tables.
-        left_event_time_column: Overrides ``event_time_column`` for the left table.
-        right_event_time_column: Overrides ``event_time_column`` for the right table.
-        lateness_ms: How far behind the maximum event time seen an update may arrive.
-        emit: See :data:`~interlace.operators.common.tables.Emit`.
-        tombstone_column: Optional boolean column of both tables; true = delete (NULL is not
-            a delete). Without it, an update whose value columns are all NULL is a tombstone.
-        left_tombstone_column: Overrides ``tombstone_column`` for the left table.
-        right_tombstone_column: Overrides ``tombstone_column`` for the right table.
-        value_columns: The value columns of both tables (default: every column but the keys,
-            the event time and the tombstone column).
-        left_value_columns: Overrides ``value_columns`` for the left table.
-        right_value_columns: Overrides ``value_columns`` for the right table.
-        late_data: ``"drop"`` (counted) or ``"dlq"`` (dead letters); ``"reopen"`` is an error.
-        dlq_horizon_ms: Under ``dlq``: how far behind ``wm`` a late update may be and still
-            reach the operator to be dead-lettered (older ones are dropped by Spark).
-        left_prefix: Prefix of the left value columns in the output.
-        right_prefix: Prefix of the right value columns in the output.
+        {two_table_args}
         key_groups: Number of key groups (state and Python calls are per key group).
     """
 
