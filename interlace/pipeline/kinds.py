@@ -206,15 +206,45 @@ _TABLE_COLUMN_FIELDS: tuple[tuple[str, str], ...] = (
     ("right", "tombstone_column"),
     ("right", "right_tombstone_column"),
 )
-_TABLE_BOOLEAN_FIELDS = tuple((side, f) for side, f in _TABLE_COLUMN_FIELDS if "tombstone" in f)
-_TABLE_OUTPUT_FIELDS = (
-    "`left_prefix`, `right_prefix` and the value columns, beside the keys and the fixed "
-    "'op', 'event_time', 'version'"
-)
-_TABLE_UNKNOWN_FIX = (
-    "set `left_value_columns` / `right_value_columns` (or `value_columns`) for the sides "
-    "with a `sql` pre-stage"
-)
+
+
+def _changelog_kind(
+    kind: str,
+    spec_type: type[TableJoin | ForeignKeyJoin],
+    title: str,
+    two_sources: str,
+    key_fields: tuple[tuple[str, str], ...],
+    apply: Callable[..., Any],
+    **more: Any,
+) -> JoinKind:
+    """The kind of a join of two changelog tables (table-table, foreign-key; SEMANTICS §9).
+
+    Both read two tables' value and tombstone fields and output a changelog keyed by the left
+    keys (:func:`_changelog_output`); ``key_fields`` are the kind's key fields, ``more`` its
+    other :class:`JoinKind` fields.
+    """
+    return JoinKind(
+        kind=kind,
+        spec_type=spec_type,
+        title=title,
+        side_labels=("left table", "right table"),
+        two_sources=two_sources,
+        column_fields=(*key_fields, *_TABLE_COLUMN_FIELDS),
+        boolean_fields=tuple((side, f) for side, f in _TABLE_COLUMN_FIELDS if "tombstone" in f),
+        output_columns=_changelog_output,
+        apply=apply,
+        changelog_key=_left_keys,
+        output_fields=(
+            "`left_prefix`, `right_prefix` and the value columns, beside the keys and the fixed "
+            "'op', 'event_time', 'version'"
+        ),
+        unknown_output_fix=(
+            "set `left_value_columns` / `right_value_columns` (or `value_columns`) for the "
+            "sides with a `sql` pre-stage"
+        ),
+        **more,
+    )
+
 
 JOIN_KINDS: dict[str, JoinKind] = {
     JOIN_KIND: JoinKind(
@@ -254,39 +284,22 @@ JOIN_KINDS: dict[str, JoinKind] = {
             "Spark reads it"
         ),
     ),
-    "table": JoinKind(
-        kind="table",
-        spec_type=TableJoin,
-        title="table-table join",
-        side_labels=("left table", "right table"),
-        two_sources="the changelogs of two tables",
-        column_fields=(("left", "left_keys"), ("right", "right_keys"), *_TABLE_COLUMN_FIELDS),
-        boolean_fields=_TABLE_BOOLEAN_FIELDS,
-        output_columns=_changelog_output,
-        apply=table_join,
-        changelog_key=_left_keys,
-        output_fields=_TABLE_OUTPUT_FIELDS,
-        unknown_output_fix=_TABLE_UNKNOWN_FIX,
+    "table": _changelog_kind(
+        "table",
+        TableJoin,
+        "table-table join",
+        "the changelogs of two tables",
+        (("left", "left_keys"), ("right", "right_keys")),
+        table_join,
     ),
-    "foreign_key": JoinKind(
-        kind="foreign_key",
-        spec_type=ForeignKeyJoin,
-        title="foreign-key join",
-        side_labels=("left table", "right table"),
-        two_sources="the changelogs of the referring table and of the referred one",
-        column_fields=(
-            ("left", "left_keys"),
-            ("left", "foreign_key_columns"),
-            ("right", "right_keys"),
-            *_TABLE_COLUMN_FIELDS,
-        ),
-        boolean_fields=_TABLE_BOOLEAN_FIELDS,
-        output_columns=_changelog_output,
-        apply=foreign_key_join,
-        changelog_key=_left_keys,
+    "foreign_key": _changelog_kind(
+        "foreign_key",
+        ForeignKeyJoin,
+        "foreign-key join",
+        "the changelogs of the referring table and of the referred one",
+        (("left", "left_keys"), ("left", "foreign_key_columns"), ("right", "right_keys")),
+        foreign_key_join,
         key_pairs=(("foreign_key_columns", "right_keys"),),
-        output_fields=_TABLE_OUTPUT_FIELDS,
-        unknown_output_fix=_TABLE_UNKNOWN_FIX,
     ),
 }
 """Every ``kind`` of ``[transform.join]``, by its TOML name (the default first)."""
