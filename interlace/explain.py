@@ -207,44 +207,26 @@ def _by_batch(rows: Sequence[tuple[int, dict[str, Any]]]) -> dict[int, list[dict
     return out
 
 
-def _replay_per_how(
-    events: Sequence[dict[str, Any]],
-    fields: Sequence[str],
-    hows: Sequence[str],
-    run: Callable[[str, list[Any], Any], Any],
-) -> tuple[dict[str, dict[int, list[dict[str, Any]]]], int]:
-    """Replay ``events`` (one per micro-batch, on its side) once per ``how``.
-
-    ``run(how, log, schema)`` runs the operator locally (a ``LocalRun``). Returns, per
-    ``how``, the output rows by micro-batch, and the number of micro-batches to show (the
-    trailing no-data batch included when a run had one).
-    """
-    from interlace.testing.log import JoinBatch
-
-    schema, row = _schema(events, fields)
-    log = [
-        JoinBatch(left=(row(e),)) if e["side"] == "left" else JoinBatch(right=(row(e),))
-        for e in events
-    ]
-    per_how: dict[str, dict[int, list[dict[str, Any]]]] = {}
-    n_batches = len(log)
-    for how in hows:
-        result = run(how, log, schema)
-        n_batches = max(n_batches, len(result.watermarks_ms))
-        per_how[how] = _by_batch(result.rows)
-    return per_how, n_batches
-
-
 def _null(v: Any) -> str:
     """A cell value: ``null`` for None."""
     return "null" if v is None else str(v)
 
 
-def _dead_letter_cell(r: dict[str, Any]) -> str | None:
-    """``dead letter: <side>`` for a dead-letter output row, else ``None``."""
+def _row_cell(r: dict[str, Any], shown: Callable[[dict[str, Any]], str]) -> str:
+    """An output row in a cell: ``dead letter: <side>`` for a dead letter, else ``shown(r)``."""
     if r.get("_dead_letter"):
         return "dead letter: " + str(json.loads(r["_dead_letter"])["side"])
-    return None
+    return shown(r)
+
+
+def _left_right(value: str) -> Callable[[dict[str, Any]], str]:
+    """An output row shown as ``left_<value> - right_<value>`` (``null`` for None)."""
+    return lambda r: f"{_null(r.get(f'left_{value}'))} - {_null(r.get(f'right_{value}'))}"
+
+
+def _sorted_cells(rows: Sequence[dict[str, Any]], shown: Callable[[dict[str, Any]], str]) -> str:
+    """One micro-batch's output rows as a cell, sorted (:func:`_row_cell` each)."""
+    return "  ".join(sorted(_row_cell(r, shown) for r in rows))
 
 
 def _same_key_run(
@@ -265,7 +247,7 @@ def _same_key_run(
         value_columns: The spec's ``value_columns``, if it is given one.
 
     Returns:
-        The runner :func:`_replay_per_how` calls: one key group, event time ``ts``.
+        The runner :func:`_batch_rows` calls: one key group, event time ``ts``.
     """
     values = {} if value_columns is None else {"value_columns": value_columns}
 
@@ -286,28 +268,44 @@ def _same_key_run(
 
 def _batch_rows(
     events: Sequence[dict[str, Any]],
-    n_batches: int,
+    fields: Sequence[str],
     hows: Sequence[str],
+    run: Callable[[str, list[Any], Any], Any],
     shown: Callable[[dict[str, Any]], str],
-    cell: Callable[[str, int], str],
+    cell: Callable[[str, list[dict[str, Any]]], str],
 ) -> str:
-    """Lay out the table: one row per micro-batch, its event under its side, a cell per ``how``.
+    """Replay ``events`` once per ``how``; lay out a row per micro-batch and a cell per ``how``.
 
     Args:
-        events: The events, one per micro-batch.
-        n_batches: The micro-batches to show (the trailing no-data batch included).
+        events: The events, one per micro-batch, on its side.
+        fields: The events' fields the operator reads.
         hows: The join types, one column each.
+        run: ``run(how, log, schema)`` runs the operator locally (a ``LocalRun``).
         shown: The event as shown under its side (``left`` / ``right``).
-        cell: ``cell(how, b)``: the output of micro-batch ``b`` under ``how``.
+        cell: ``cell(how, rows)``: a micro-batch's output rows under ``how`` as a cell.
 
     Returns:
-        The rendered table: ``ts``, ``left``, ``right``, then one column per ``how``.
+        The rendered table: ``ts``, ``left``, ``right``, then one column per ``how``, one row
+        per micro-batch (the trailing no-data batch included when a run had one).
     """
+    from interlace.testing.log import JoinBatch
+
+    schema, row = _schema(events, fields)
+    log = [
+        JoinBatch(left=(row(e),)) if e["side"] == "left" else JoinBatch(right=(row(e),))
+        for e in events
+    ]
+    per_how: dict[str, dict[int, list[dict[str, Any]]]] = {}
+    n_batches = len(log)
+    for how in hows:
+        result = run(how, log, schema)
+        n_batches = max(n_batches, len(result.watermarks_ms))
+        per_how[how] = _by_batch(result.rows)
     rows = []
     for b in range(n_batches):
         e = events[b] if b < len(events) else {}
         sides = [shown(e) if e.get("side") == s else "" for s in ("left", "right")]
-        rows.append([_ts_cell(events, b), *sides, *(cell(h, b) for h in hows)])
+        rows.append([_ts_cell(events, b), *sides, *(cell(h, per_how[h].get(b, [])) for h in hows)])
     return _render(["ts", "left", "right", *hows], rows)
 
 
@@ -336,23 +334,19 @@ def explain_join(
     from interlace.testing.local import run_join_locally
 
     run = _same_key_run(Join, run_join_locally, key, join_kwargs)
-    per_how, n_batches = _replay_per_how(events, [key, value], hows, run)
 
-    def pair(how: str, r: dict[str, Any]) -> str:
-        letter = _dead_letter_cell(r)
-        if letter is not None:
-            return letter
+    def pair(how: str) -> Callable[[dict[str, Any]], str]:
         if how in ("left_semi", "left_anti"):
-            return str(r.get(value))
-        lv, rv = r.get(f"left_{value}"), r.get(f"right_{value}")
-        return f"{'null' if lv is None else lv} - {'null' if rv is None else rv}"
+            return lambda r: str(r.get(value))
+        return _left_right(value)
 
     return _batch_rows(
         events,
-        n_batches,
+        [key, value],
         hows,
+        run,
         lambda e: str(e.get(value)),
-        lambda h, b: "  ".join(sorted(pair(h, r) for r in per_how[h].get(b, []))),
+        lambda h, rows: _sorted_cells(rows, pair(h)),
     )
 
 
@@ -387,21 +381,9 @@ def explain_stream_table(
     from interlace.testing.local import run_stream_table_locally
 
     run = _same_key_run(StreamTableJoin, run_stream_table_locally, key, spec_kwargs, [value])
-    per_how, n_batches = _replay_per_how(events, [key, value], hows, run)
-
-    def pair(r: dict[str, Any]) -> str:
-        letter = _dead_letter_cell(r)
-        if letter is not None:
-            return letter
-        return f"{_null(r.get(f'left_{value}'))} - {_null(r.get(f'right_{value}'))}"
-
-    return _batch_rows(
-        events,
-        n_batches,
-        hows,
-        lambda e: _null(e.get(value)),
-        lambda h, b: "  ".join(sorted(pair(r) for r in per_how[h].get(b, []))),
-    )
+    shown = _left_right(value)
+    return _batch_rows(events, [key, value], hows, run, lambda e: _null(e.get(value)),
+                       lambda h, rows: _sorted_cells(rows, shown))
 
 
 def _changelog_cells(
@@ -409,16 +391,13 @@ def _changelog_cells(
 ) -> str:
     """One micro-batch's changelog rows as a cell, in the order they apply (key, version)."""
 
-    def cell(r: dict[str, Any]) -> str:
-        letter = _dead_letter_cell(r)
-        if letter is not None:
-            return letter
+    def change(r: dict[str, Any]) -> str:
         return upsert(r) if r["op"] == "upsert" else f"delete {_null(r[key])}"
 
     def order(r: dict[str, Any]) -> tuple[bool, str, int]:
         return (bool(r.get("_dead_letter")), _null(r.get(key)), r.get("version") or 0)
 
-    return "  ".join(cell(r) for r in sorted(rows, key=order))
+    return "  ".join(_row_cell(r, change) for r in sorted(rows, key=order))
 
 
 def explain_table(
@@ -453,18 +432,9 @@ def explain_table(
     from interlace.testing.local import run_table_join_locally
 
     run = _same_key_run(TableJoin, run_table_join_locally, key, spec_kwargs, [value])
-    per_how, n_batches = _replay_per_how(events, [key, value], hows, run)
-
-    def upsert(r: dict[str, Any]) -> str:
-        return f"{_null(r[f'left_{value}'])} - {_null(r[f'right_{value}'])}"
-
-    return _batch_rows(
-        events,
-        n_batches,
-        hows,
-        lambda e: _null(e.get(value)),
-        lambda h, b: _changelog_cells(per_how[h].get(b, []), key, upsert),
-    )
+    upsert = _left_right(value)
+    return _batch_rows(events, [key, value], hows, run, lambda e: _null(e.get(value)),
+                       lambda h, rows: _changelog_cells(rows, key, upsert))
 
 
 def explain_foreign_key(
@@ -519,8 +489,6 @@ def explain_foreign_key(
         )
         return run_foreign_key_join_locally(spec, log, schema, schema)
 
-    per_how, n_batches = _replay_per_how(events, [key, fk, value], hows, run)
-
     def upsert(r: dict[str, Any]) -> str:
         return f"({_null(r[key])},{_null(r[f'left_{fk}'])},{_null(r[f'right_{value}'])})"
 
@@ -531,10 +499,11 @@ def explain_foreign_key(
 
     return _batch_rows(
         events,
-        n_batches,
+        [key, fk, value],
         hows,
+        run,
         shown,
-        lambda h, b: _changelog_cells(per_how[h].get(b, []), key, upsert),
+        lambda h, rows: _changelog_cells(rows, key, upsert),
     )
 
 
