@@ -115,53 +115,32 @@ class PipelineMetrics:
         self.pipeline = pipeline
         self.kind = kind
         self.registry = CollectorRegistry()
-        r = self.registry
-        lp = ["pipeline"]
-        self.windows_active = Gauge(
-            "interlace_windows_active", "Windows held in state", lp, registry=r
-        )
-        self.windows_emitted = Counter(
-            "interlace_windows_emitted", "Window rows emitted", [*lp, "kind"], registry=r
-        )
-        self.late_dropped = Counter(
-            "interlace_late_rows_dropped",
-            "Late rows not aggregated / joined",
-            [*lp, "policy"],
-            registry=r,
-        )
-        self.state_groups = Gauge(
-            "interlace_state_groups_total", "Key groups holding state", lp, registry=r
-        )
-        self.state_bytes = Gauge("interlace_state_bytes", "State store memory used", lp, registry=r)
-        self.watermark = Gauge(
-            "interlace_watermark_seconds",
-            "Watermark (seconds since epoch)",
-            [*lp, "source"],
-            registry=r,
-        )
-        self.buffered = Gauge(
-            "interlace_join_buffered_rows", "Rows buffered per join side", [*lp, "side"], registry=r
-        )
-        self.matches = Counter("interlace_join_matches", "Join pairs emitted", lp, registry=r)
-        self.unmatched = Counter(
-            "interlace_join_unmatched_emitted",
-            "Unmatched outer rows emitted",
-            [*lp, "side"],
-            registry=r,
-        )
-        self.input_rows = Counter("interlace_input_rows", "Rows read", lp, registry=r)
-        self.output_rows = Counter(
-            "interlace_output_rows", "Rows written to the target", lp, registry=r
-        )
-        self.batches = Counter("interlace_batches", "Micro-batches run", lp, registry=r)
-        self.dropped = Counter(
-            "interlace_rows_dropped", "Input rows removed without output", [*lp, "reason"],
-            registry=r,
-        )
-        self.malformed = Counter(
-            "interlace_malformed_rows", "Records with a field Spark could not parse", lp,
-            registry=r,
-        )
+
+        def metric(kind: Any, name: str, doc: str, *labels: str) -> Any:
+            return kind(name, doc, ["pipeline", *labels], registry=self.registry)
+
+        self.windows_active = metric(Gauge, "interlace_windows_active", "Windows held in state")
+        self.windows_emitted = metric(
+            Counter, "interlace_windows_emitted", "Window rows emitted", "kind")
+        self.late_dropped = metric(
+            Counter, "interlace_late_rows_dropped", "Late rows not aggregated / joined", "policy")
+        self.state_groups = metric(
+            Gauge, "interlace_state_groups_total", "Key groups holding state")
+        self.state_bytes = metric(Gauge, "interlace_state_bytes", "State store memory used")
+        self.watermark = metric(
+            Gauge, "interlace_watermark_seconds", "Watermark (seconds since epoch)", "source")
+        self.buffered = metric(
+            Gauge, "interlace_join_buffered_rows", "Rows buffered per join side", "side")
+        self.matches = metric(Counter, "interlace_join_matches", "Join pairs emitted")
+        self.unmatched = metric(
+            Counter, "interlace_join_unmatched_emitted", "Unmatched outer rows emitted", "side")
+        self.input_rows = metric(Counter, "interlace_input_rows", "Rows read")
+        self.output_rows = metric(Counter, "interlace_output_rows", "Rows written to the target")
+        self.batches = metric(Counter, "interlace_batches", "Micro-batches run")
+        self.dropped = metric(
+            Counter, "interlace_rows_dropped", "Input rows removed without output", "reason")
+        self.malformed = metric(
+            Counter, "interlace_malformed_rows", "Records with a field Spark could not parse")
         self._seen: dict[str, int] = {}
 
     def serve(self, port: int) -> Any:
