@@ -34,6 +34,7 @@ from interlace.testing.oracles.resolve import (
     DEFAULT_DLQ_HORIZON_MS,
     SIDES,
     event_time_columns,
+    output_columns,
 )
 from interlace.testing.oracles.rows import (
     DEAD_LETTER_COLUMN,
@@ -188,18 +189,13 @@ def dlq_extra_horizon_ms(spec: object, late_data: str) -> int:
 
 
 def check_output_columns(columns: Sequence[str], late_data: str) -> tuple[str, ...]:
-    """Append ``_dead_letter`` under dlq and check that no two output columns collide.
+    """A table join's :func:`~interlace.testing.oracles.resolve.output_columns`.
 
     Raises:
-        ValueError: If two output columns have the same name.
+        ValueError: If two output columns have the same name (the message names the fix).
 
     """
-    out = [*columns, DEAD_LETTER_COLUMN] if late_data == "dlq" else list(columns)
-    if len(set(out)) != len(out):
-        duplicates = sorted({name for name in out if out.count(name) > 1})
-        msg = f"output columns collide: {duplicates}; change a prefix or `value_columns`"
-        raise ValueError(msg)
-    return tuple(out)
+    return output_columns(columns, late_data, fix="change a prefix or `value_columns`")
 
 
 @dataclass(frozen=True)

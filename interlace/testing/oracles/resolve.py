@@ -103,8 +103,16 @@ def lateness(spec: object, late_data: str) -> Lateness:
     )
 
 
-def output_columns(columns: Sequence[str], late_data: str) -> tuple[str, ...]:
+def output_columns(
+    columns: Sequence[str], late_data: str, fix: str | None = None
+) -> tuple[str, ...]:
     """Append ``_dead_letter`` under dlq and check that no two output columns collide.
+
+    Args:
+        columns: The output columns before the dead-letter column.
+        late_data: The ``late_data`` mode.
+        fix: How to fix a collision; given, the message names the colliding columns and it
+            (else every output column).
 
     Raises:
         ValueError: If two output columns have the same name.
@@ -114,7 +122,11 @@ def output_columns(columns: Sequence[str], late_data: str) -> tuple[str, ...]:
     if late_data == "dlq":
         finished.append(DEAD_LETTER_COLUMN)
     if len(set(finished)) != len(finished):
-        msg = f"output columns collide: {finished}"
+        if fix is None:
+            msg = f"output columns collide: {finished}"
+        else:
+            duplicates = sorted({name for name in finished if finished.count(name) > 1})
+            msg = f"output columns collide: {duplicates}; {fix}"
         raise ValueError(msg)
     return tuple(finished)
 
