@@ -15,6 +15,7 @@
   source-checkout guard.
 * :mod:`.connect`: Spark Connect detection.
 * :mod:`.shim`: the pieces of every ``applyInPandasWithState`` shim and prepared input.
+* :mod:`.docs`: docstring text several public objects share (:func:`~.docs.fill_doc`).
 
 The operators themselves live beside this package (``operators/join/``,
 ``operators/window/``, ``operators/stream_table/``); each imports what it needs from these
