@@ -13,7 +13,7 @@ $(VENV)/.installed: pyproject.toml
 	$(VENV)/bin/pip install --quiet -e '.[test]'
 	touch $@
 
-.PHONY: demo test bench lint wheel
+.PHONY: demo test bench curves lint wheel
 demo: $(VENV)/.installed
 	$(VENV)/bin/interlace demo
 
@@ -30,6 +30,16 @@ test: $(VENV)/.installed
 BENCH_ARGS ?=
 bench: $(VENV)/.installed
 	$(VENV)/bin/python bench/run.py $(BENCH_ARGS)
+
+# Cost curves (bench/curves.py: time per micro-batch vs rows, keys and key groups, native vs
+# interlace; a PNG in docs/ and a fitted cost model) -> bench/results/<date>-curves.md. Needs
+# the `bench` extra (matplotlib), installed here into .venv. About an hour on 2 cores.
+CURVES_ARGS ?=
+$(VENV)/.bench: $(VENV)/.installed
+	$(VENV)/bin/pip install --quiet -e '.[test,bench]'
+	touch $@
+curves: $(VENV)/.bench
+	$(VENV)/bin/python bench/curves.py $(CURVES_ARGS)
 
 $(LINT_VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(LINT_VENV)

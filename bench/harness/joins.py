@@ -235,7 +235,8 @@ def _register(name: str, label: str, shape: Shape) -> None:
     def gen(size: Size) -> JoinData:
         rows = size.rows or (10_000 if size.quick else 100_000)
         batches = size.batches or (1 if size.quick else 4)
-        sh = shape if size.keys is None else dataclasses.replace(shape, keys=size.keys)
+        sh = dataclasses.replace(shape, keys=size.keys or shape.keys,
+                                 span_s=size.span_s(shape.span_s, 100_000, rows))
         return generate(sh, rows, batches, size.seed + _SEEDS[name])
 
     from interlace.state.keygroups import DEFAULT_JOIN_KEY_GROUPS

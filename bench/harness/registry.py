@@ -25,7 +25,13 @@ ROLES = ("native", "interlace", "floor")
 
 @dataclasses.dataclass(frozen=True)
 class Size:
-    """How much data: ``None`` fields take the workload's default (``quick``: its smoke size)."""
+    """How much data: ``None`` fields take the workload's default (``quick``: its smoke size).
+
+    ``fixed_rate``: the event time a micro-batch covers grows with ``rows`` (the workload's
+    span x rows / its default rows), so the events per second, and with them the state held
+    and the output per input row, stay the workload's; otherwise more rows per micro-batch
+    are denser in event time.
+    """
 
     rows: int | None = None
     batches: int | None = None
@@ -33,6 +39,11 @@ class Size:
     quick: bool = False
     seed: int = 20260302
     resolution_us: int = 1
+    fixed_rate: bool = False
+
+    def span_s(self, default_span_s: float, default_rows: int, rows: int) -> float:
+        """Event time per micro-batch for ``rows`` rows (see ``fixed_rate``)."""
+        return default_span_s * rows / default_rows if self.fixed_rate else default_span_s
 
 
 class Data(Protocol):

@@ -162,20 +162,22 @@ def run_query(spark: Any, q: Query, *, workload: str, store: str, engine: str, r
     spark.sparkContext.environment["INTERLACE_BENCH_WORKERS"] = engine
     out = q.build().select(*q.output_columns)
     cols = ", ".join(q.checksum or [f"`{c}`" for c in q.output_columns])
-    acc: dict[str, Any] = {"n": 0, "s": 0, "frames": []}
+    acc: dict[str, Any] = {"n": 0, "s": 0, "frames": [], "per_batch": {}}
 
-    def sink(df: Any, _batch_id: int) -> None:
+    def sink(df: Any, batch_id: int) -> None:
         if q.sink_filter:
             df = df.where(q.sink_filter)
         if collect:
             frame = df.toPandas()
             acc["frames"].append(frame)
             acc["n"] += len(frame)
+            acc["per_batch"][int(batch_id)] = len(frame)
             return
         row = df.selectExpr(
             "count(*) AS n",
             f"sum(CAST(xxhash64({cols}) AS DECIMAL(20, 0))) AS s").collect()[0]
         acc["n"] += int(row["n"])
+        acc["per_batch"][int(batch_id)] = int(row["n"])
         acc["s"] += int(row["s"] if row["s"] is not None else Decimal(0))
 
     ckpt = ckpt_root / f"{store}-{workload}-{engine}-{time.time_ns()}".replace(":", "_")
@@ -198,6 +200,7 @@ def run_query(spark: Any, q: Query, *, workload: str, store: str, engine: str, r
     r = RunResult(workload, store, engine, "verify" if collect else "timed", input_rows,
                   seconds, acc["n"], None if collect else acc["s"], progress, used, role=role,
                   data_batches=data_batches)
+    r.extra["out_per_batch"] = acc["per_batch"]
     for key in q.conf:
         r.extra.setdefault("conf", {})[key] = hspark.checkpoint_conf(ckpt, key)
     if jvm and jfr_dir:

@@ -484,8 +484,10 @@ def _register(name: str, label: str, shape: Shape, seed_offset: int) -> None:
 
     def gen(size: Size) -> TableData:
         keys = size.keys or (shape.quick_keys if size.quick else shape.keys)
-        return generate(shape, keys, size.rows or (10_000 if size.quick else 100_000),
-                        size.batches or (3 if size.quick else 5), size.seed + seed_offset)
+        rows = size.rows or (10_000 if size.quick else 100_000)
+        sh = dataclasses.replace(shape, span_s=size.span_s(shape.span_s, 100_000, rows))
+        return generate(sh, keys, rows, size.batches or (3 if size.quick else 5),
+                        size.seed + seed_offset)
 
     st = shape.kind == "st"
     register(Workload(

@@ -300,10 +300,10 @@ def _register(name: str, label: str, kind: Kind) -> None:
     from interlace.state.keygroups import DEFAULT_KEY_GROUPS
 
     def gen(size: Size) -> WindowData:
-        return generate(kind, size.rows or (5_000 if size.quick else 100_000),
-                        size.batches or (1 if size.quick else 4),
+        rows = size.rows or (5_000 if size.quick else 100_000)
+        return generate(kind, rows, size.batches or (1 if size.quick else 4),
                         size.keys or (500 if size.quick else 10_000), size.seed,
-                        size.resolution_us)
+                        size.resolution_us, size.span_s(SPAN_S, 100_000, rows))
 
     register(Workload(
         name=name, family="window", label=label,

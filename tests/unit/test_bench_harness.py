@@ -14,7 +14,7 @@ BENCH = Path(__file__).resolve().parents[2] / "bench"
 if str(BENCH) not in sys.path:
     sys.path.insert(0, str(BENCH))
 
-from harness import cli, joins, report, spark, windows  # noqa: E402
+from harness import cli, curves, joins, report, spark, windows  # noqa: E402
 from harness.registry import Size, load, select  # noqa: E402
 from harness.run import RunResult, state_of, watermark_ms  # noqa: E402
 
@@ -280,3 +280,56 @@ def test_the_results_file_is_labelled_by_what_ran() -> None:
     assert cli.default_label(everything, ["hdfs", "rocksdb"], True) == "quick"
     assert cli.default_label(select(["window-*", "join-hot"]), ["rocksdb"], False) == (
         "join-window-rocksdb")
+
+
+@pytest.mark.parametrize("name", ["join-10k", "window-hopping", "table-st10k"])
+def test_fixed_rate_keeps_the_events_per_second_as_rows_grow(name: str) -> None:
+    """At a fixed rate ten times the rows cover ten times the event time; without it, the
+    same event time (denser)."""
+    w = REGISTRY[name]
+
+    def span_us(size: Size) -> float:  # event time between two micro-batches' mean times
+        data = w.generate(size)
+        ts = [np.asarray(b[1]) for b in getattr(data, "left", None) or data.batches[:-1]]
+        return float(ts[1].mean() - ts[0].mean())
+
+    small = Size(rows=1_000, batches=2, keys=50, fixed_rate=True)
+    big = dataclasses.replace(small, rows=10_000)
+    assert span_us(big) == pytest.approx(10 * span_us(small), rel=0.05)
+    dense = dataclasses.replace(big, fixed_rate=False)
+    assert span_us(dense) == pytest.approx(span_us(dataclasses.replace(small, fixed_rate=False)),
+                                           rel=0.05)
+
+
+def _point(engine: str, axis: str, rows: int, out: float, ms: float, kg: int = 8) -> object:
+    return curves.Point("hdfs", "w", axis, rows, engine, engine, rows, 10, kg, ms, out, 0, None,
+                        1.0, 1.0, 1)
+
+
+def test_the_cost_model_recovers_known_coefficients() -> None:
+    pts = [_point("interlace", "rows", r, o, 50 + 0.002 * r + 0.01 * o)
+           for r, o in ((10_000, 1_000), (100_000, 5_000), (300_000, 40_000),
+                        (1_000_000, 90_000))]
+    pts += [_point("interlace", "key_groups", 10_000, 1_000, 70 + 0.5 * g, kg=g)
+            for g in (2, 8, 32)]
+    (m,) = curves.fit(pts)
+    assert m["fixed_ms"] == pytest.approx(50, abs=1e-6)
+    assert m["us_per_row"] == pytest.approx(2.0)
+    assert m["us_per_out"] == pytest.approx(10.0)
+    assert m["ms_per_group"] == pytest.approx(0.5)
+    assert m["r2"] == pytest.approx(1.0)
+    text = curves.render({"date": "d", "command": "c", "total_s": 1, "batches": 3,
+                          "repeat": 1, "versions": {}}, pts, [m], [])
+    assert "all held" in text and "| 50 | 2.00 | 10.00 | 0.50 |" in text
+
+
+def test_a_curve_point_is_its_fastest_run_with_the_timed_batches_output() -> None:
+    progress = [{"batchId": i, "durationMs": {"triggerExecution": ms}}
+                for i, ms in enumerate([900, 100, 300, 50])]
+    slow = RunResult("w", "hdfs", "native", "timed", 10, 2.0, 0, 0, progress, data_batches=3,
+                     extra={"out_per_batch": {"0": 5, "1": 7, "2": 9, "3": 100}})
+    fast = dataclasses.replace(slow, seconds=1.0)
+    p = curves.point("hdfs", "w", "rows", 10, "native", "native", 10, 5, 8, [slow, fast])
+    assert p.seconds == 1.0 and p.runs == 2
+    assert p.batch_ms == 200  # median of batches 1 and 2
+    assert p.out_rows == 8  # mean output of batches 1 and 2: the flush (3) is left out

@@ -1,0 +1,338 @@
+"""``bench/curves.py``: how each engine's cost grows, a plot, and a fitted cost model.
+
+Three sweeps per workload and state store, on data of the workload's own shape
+(:class:`~harness.registry.Size` with ``fixed_rate``: a micro-batch of more rows covers more
+event time, so the events per second, the state held and the output per input row stay the
+workload's; only the number of keys changes them):
+
+* ``rows``: rows per micro-batch (per side), at the workload's keys;
+* ``keys``: distinct keys, at the workload's rows per micro-batch;
+* ``key_groups``: interlace alone, at small micro-batches, for its cost per key group.
+
+Every point runs each engine ``repeat`` times, engines interleaved (native, interlace, ...),
+with the count + checksum sink of :mod:`harness.run`; engines that compute interlace's answer
+must give interlace's count and checksum, and repeats must agree (the harness's usual timed
+checks). A point's figure is its fastest run: the median ``triggerExecution`` of the data
+micro-batches after the first (ms per micro-batch), their output rows, and the state at the
+last data micro-batch (``memoryUsedBytes``; RocksDB: its SST files) beside the state rows
+the data implies.
+
+The cost model is a least-squares fit per engine over the ``rows`` and ``keys`` points:
+``ms per micro-batch = fixed + per_row x input rows + per_out x output rows``; interlace's
+``per_group`` is the slope over the ``key_groups`` points.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime as dt
+import json
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from harness import spark as hspark
+from harness.cli import HERE, Bench, plan_engines, timed_failures
+from harness.registry import Size, Workload, select
+from harness.run import RunResult
+
+DEFAULT_WORKLOADS = "join-10k,window-tumbling,window-hopping,window-session,table-st10k"
+AXES = ("rows", "keys", "key_groups")
+
+
+@dataclasses.dataclass
+class Point:
+    """One engine at one point of one sweep: its fastest run's figures."""
+
+    store: str
+    workload: str
+    axis: str
+    value: int
+    engine: str
+    role: str
+    rows: int  # input rows per data micro-batch (both sides)
+    keys: int
+    key_groups: int
+    batch_ms: float
+    out_rows: float  # output rows per timed data micro-batch
+    state_bytes: int
+    held: int | None
+    seconds: float
+    cpu_s: float
+    runs: int
+
+
+def parser() -> argparse.ArgumentParser:
+    """The command line (``bench/curves.py --help``)."""
+    ap = argparse.ArgumentParser(prog="bench/curves.py", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--workloads", default=DEFAULT_WORKLOADS)
+    ap.add_argument("--stores", default="hdfs", help="comma list of hdfs, rocksdb")
+    ap.add_argument("--rows", default="10000,30000,100000,300000,1000000",
+                    help="rows per micro-batch (per side) of the rows sweep")
+    ap.add_argument("--keys", default="1000,10000,100000,1000000", help="the keys sweep")
+    ap.add_argument("--key-groups", default="2,8,32,128", help="interlace's key_groups sweep")
+    ap.add_argument("--key-groups-rows", type=int, default=10_000,
+                    help="rows per micro-batch of the key_groups sweep")
+    ap.add_argument("--batches", type=int, default=3, help="data micro-batches per run")
+    ap.add_argument("--repeat", type=int, default=2,
+                    help="runs per engine and point (a point whose run took over 20 s: 1)")
+    ap.add_argument("--seed", type=int, default=20260302)
+    ap.add_argument("--label", default="curves")
+    ap.add_argument("--out-dir", help="results folder (default bench/results)")
+    ap.add_argument("--plot", default=str(HERE / "docs" / "performance-curves.png"),
+                    help="the PNG to draw ('' for none; needs matplotlib: pip install "
+                         "'.[bench]')")
+    return ap
+
+
+def ints(arg: str) -> list[int]:
+    """``"1,2"`` -> ``[1, 2]``."""
+    return [int(x) for x in arg.split(",") if x.strip()]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the sweeps, write the report and the plot; 0 when every check held."""
+    argv = sys.argv[1:] if argv is None else argv
+    args = parser().parse_args(argv)
+    workloads = select([p.strip() for p in args.workloads.split(",") if p.strip()])
+    stores = [s.strip() for s in args.stores.split(",") if s.strip()]
+    if args.plot:
+        import matplotlib  # noqa: F401 - fail before hours of runs, not after
+    work = Path(tempfile.mkdtemp(prefix="interlace-curves-"))
+    t0 = time.perf_counter()
+    spark = hspark.open_session({})
+    bench = Bench(spark, work, {"floor": False, "variants": [], "native_rsd": None}, None)
+    points: list[Point] = []
+    try:
+        for store in stores:
+            hspark.use_store(spark, store)
+            for w in workloads:
+                points += sweep(bench, store, w, args)
+    finally:
+        spark.stop()
+        shutil.rmtree(work, ignore_errors=True)
+    meta = {"date": dt.date.today().isoformat(), "command": " ".join(
+        [".venv/bin/python", "bench/curves.py", *argv]), "versions": hspark.versions(),
+        "total_s": round(time.perf_counter() - t0, 1), "batches": args.batches,
+        "repeat": args.repeat}
+    models = fit(points)
+    out_dir = Path(args.out_dir) if args.out_dir else HERE / "bench" / "results"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stem = out_dir / f"{meta['date']}-{args.label}"
+    md = render(meta, points, models, bench.failures)
+    stem.with_suffix(".md").write_text(md)
+    stem.with_suffix(".json").write_text(json.dumps(
+        {"meta": meta, "points": [dataclasses.asdict(p) for p in points], "models": models,
+         "failures": bench.failures, "runs": [r.to_json() for r in bench.runs]}, indent=1))
+    if args.plot:
+        draw(points, Path(args.plot))
+    print(md)
+    print(f"[written] {stem}.md (+ .json){', ' + args.plot if args.plot else ''}")
+    if bench.failures:
+        print("FAILED:\n  " + "\n  ".join(bench.failures), file=sys.stderr)
+        return 1
+    return 0
+
+
+def sweep(bench: Bench, store: str, w: Workload, args: Any) -> list[Point]:
+    """The three sweeps of ``w`` on ``store`` (a warm-up run per engine first)."""
+    kg0 = w.default_key_groups()
+    plan: list[tuple[str, int, Size, int]] = [
+        ("rows", r, Size(rows=r, batches=args.batches, seed=args.seed, fixed_rate=True), kg0)
+        for r in ints(args.rows)]
+    plan += [("keys", k, Size(keys=k, batches=args.batches, seed=args.seed, fixed_rate=True),
+              kg0) for k in ints(args.keys)]
+    plan += [("key_groups", g, Size(rows=args.key_groups_rows, batches=args.batches,
+                                    seed=args.seed, fixed_rate=True), g)
+             for g in ints(args.key_groups)]
+    out: list[Point] = []
+    warm = True
+    for axis, value, size, kg in plan:
+        data = w.generate(size)
+        folder = f"{w.name}-{axis}-{value}"
+        w.write(data, bench.work / "in" / folder)
+        engines = [e for e in plan_engines(w, bench.options, None, [], kg)
+                   if e.role == "interlace" or axis != "key_groups"]
+        named = dataclasses.replace(w, name=folder)  # inputs and checkpoints per point
+        if warm:  # JIT and Python workers, charged to no point
+            for e in engines:
+                bench.once(store, named, data, kg, e, False)
+            warm = False
+        timed: dict[str, list[RunResult]] = {}
+        for i in range(args.repeat):
+            for e in engines:
+                done = timed.setdefault(e.name, [])
+                if i and min(r.seconds for r in done) > 20:
+                    continue
+                done.append(bench.once(store, named, data, kg, e, False)[0])
+        bench.failures += timed_failures(f"{store}/{folder}", engines, timed, {})
+        rows = data.input_rows // max(data.data_batches, 1)
+        for e in engines:
+            out.append(point(store, w.name, axis, value, e.name, e.role, rows,
+                             size.keys or _keys(data), kg, timed[e.name]))
+        del data
+        shutil.rmtree(bench.work / "in" / folder, ignore_errors=True)
+    return out
+
+
+def _keys(data: Any) -> int:
+    """The data's key count (joins keep it on the shape)."""
+    for owner in (data, getattr(data, "shape", None)):
+        if owner is not None and isinstance(getattr(owner, "keys", None), int):
+            return int(owner.keys)
+    return 0
+
+
+def point(store: str, workload: str, axis: str, value: int, engine: str, role: str,
+          rows: int, keys: int, kg: int, runs: list[RunResult]) -> Point:
+    """The fastest of ``runs`` as a :class:`Point`."""
+    r = min(runs, key=lambda x: x.seconds)
+    per = {int(b): n for b, n in r.extra.get("out_per_batch", {}).items()}
+    timed = range(1, r.data_batches) if r.data_batches > 1 else range(1)
+    st = r.last_data_state
+    state = st.get("rocksdbSstFileSize", st["memoryUsedBytes"]) if store == "rocksdb" \
+        else st["memoryUsedBytes"]
+    return Point(store, workload, axis, value, engine, role, rows, keys, kg, r.batch_ms,
+                 statistics.mean(per.get(b, 0) for b in timed), state, r.extra.get("held"),
+                 round(r.seconds, 2), round(statistics.median(x.own_cpu for x in runs), 2),
+                 len(runs))
+
+
+def fit(points: list[Point]) -> list[dict[str, Any]]:
+    """The cost model per (store, workload, engine); see the module docstring."""
+    out = []
+    groups: dict[tuple[str, str, str], list[Point]] = {}
+    for p in points:
+        groups.setdefault((p.store, p.workload, p.engine), []).append(p)
+    for (store, workload, engine), ps in groups.items():
+        xy = [p for p in ps if p.axis != "key_groups"]
+        m: dict[str, Any] = {"store": store, "workload": workload, "engine": engine}
+        if len(xy) >= 3:
+            y = np.array([p.batch_ms for p in xy])
+            full = np.array([[1.0, p.rows, p.out_rows] for p in xy])
+            coef, *_ = np.linalg.lstsq(full, y, rcond=None)
+            a = full
+            if np.any(coef < 0):  # output rows proportional to input (or none): rows alone
+                a = full[:, :2]
+                coef, *_ = np.linalg.lstsq(a, y, rcond=None)
+            pred = a @ coef
+            ss = float(((y - y.mean()) ** 2).sum())
+            m.update(fixed_ms=float(coef[0]), us_per_row=float(coef[1] * 1000),
+                     r2=1 - float(((y - pred) ** 2).sum()) / ss if ss else float("nan"),
+                     worst_miss=float(np.max(np.abs(y - pred) / y)))
+            if len(coef) == 3:
+                m["us_per_out"] = float(coef[2] * 1000)
+        kg = sorted((p.key_groups, p.batch_ms) for p in ps if p.axis == "key_groups")
+        if len(kg) >= 2:
+            g, t = np.array(kg, dtype=float).T
+            m["ms_per_group"] = float(np.polyfit(g, t, 1)[0])
+        out.append(m)
+    return out
+
+
+def render(meta: dict[str, Any], points: list[Point], models: list[dict[str, Any]],
+           failures: list[str]) -> str:
+    """The markdown report."""
+    lines = [f"# Cost curves, {meta['date']}", "", f"Command: `{meta['command']}`", "",
+             f"Total {meta['total_s']:.0f} s; {meta['batches']} data micro-batches per run; "
+             f"fastest of up to {meta['repeat']} runs per point (ms per micro-batch: median "
+             "`triggerExecution` of the data micro-batches after the first). Versions: "
+             + ", ".join(f"{k} {v}" for k, v in meta["versions"].items()), "",
+             "Checks (interlace's count and checksum = native's, repeats agree): "
+             + ("**all held**" if not failures else "**FAILED**: " + "; ".join(failures)), ""]
+    for axis in AXES:
+        lines += [f"## Sweep: {axis}", "",
+                  "| store | workload | " + axis + " | engine | ms / micro-batch | native / "
+                  "engine | output rows / micro-batch | state bytes | state rows | CPU-s |",
+                  "|---|---|---:|---|---:|---:|---:|---:|---:|---:|"]
+        for p in points:
+            if p.axis != axis:
+                continue
+            nat = [q for q in points if q.role == "native" and (q.store, q.workload, q.axis,
+                                                                 q.value) ==
+                   (p.store, p.workload, p.axis, p.value)]
+            ratio = f"{nat[0].batch_ms / p.batch_ms:.2f}x" if nat and p.role != "native" else ""
+            lines.append(f"| {p.store} | {p.workload} | {p.value:,} | {p.engine} | "
+                         f"{p.batch_ms:,.0f} | {ratio} | {p.out_rows:,.0f} | "
+                         f"{p.state_bytes:,} | {'' if p.held is None else f'{p.held:,}'} | "
+                         f"{p.cpu_s:.1f} |")
+        lines.append("")
+    lines += ["## Cost model", "",
+              "`ms per micro-batch = fixed + per_row x input rows + per_out x output rows`, "
+              "least squares over the rows and keys sweeps (without the output term where "
+              "it would come out negative: output proportional to the input, or none in "
+              "the timed micro-batches); per key group: slope over the key_groups sweep.", "",
+              "| store | workload | engine | fixed ms | µs / input row | µs / output row | "
+              "ms / key group | R² | worst miss |", "|---|---|---|---:|---:|---:|---:|---:|---:|"]
+    for m in models:
+        def f(k: str, fmt: str, m: dict[str, Any] = m) -> str:
+            return format(m[k], fmt) if k in m else ""
+        lines.append(f"| {m['store']} | {m['workload']} | {m['engine']} | "
+                     f"{f('fixed_ms', ',.0f')} | {f('us_per_row', '.2f')} | "
+                     f"{f('us_per_out', '.2f')} | {f('ms_per_group', '.2f')} | "
+                     f"{f('r2', '.3f')} | {f('worst_miss', '.0%')} |")
+    return "\n".join(lines) + "\n"
+
+
+def main_engines(points: list[Point], workload: str) -> tuple[str, str]:
+    """interlace and the workload's first native engine (the one ratios are taken to)."""
+    native = next((p.engine for p in points if p.workload == workload and p.role == "native"),
+                  "native")
+    return "interlace", native
+
+
+def draw(points: list[Point], path: Path) -> None:
+    """ms per micro-batch against rows and keys, and state bytes against state rows."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 3, figsize=(17, 5.2))
+    names = list(dict.fromkeys(p.workload for p in points))
+    colours = {n: plt.get_cmap("tab10")(i) for i, n in enumerate(names)}
+    stores = list(dict.fromkeys(p.store for p in points))
+    for ax, axis, xlabel in ((axes[0], "rows", "input rows per micro-batch"),
+                             (axes[1], "keys", "distinct keys")):
+        for (store, name, role) in sorted({(p.store, p.workload, p.role) for p in points}):
+            ps = sorted((p for p in points if (p.store, p.workload, p.role, p.axis) ==
+                         (store, name, role, axis) and p.engine in main_engines(points, name)),
+                        key=lambda p: p.value)
+            if not ps:
+                continue
+            ax.plot([p.rows if axis == "rows" else p.value for p in ps],
+                    [p.batch_ms for p in ps], color=colours[name],
+                    ls="-" if role == "interlace" else "--",
+                    marker="o" if stores.index(store) == 0 else "s",
+                    label=f"{name} {role}" + (f" ({store})" if len(stores) > 1 else ""))
+        ax.set(xscale="log", yscale="log", xlabel=xlabel, ylabel="ms per micro-batch",
+               title=f"time per micro-batch vs {axis}")
+        ax.grid(True, which="both", alpha=0.3)
+    ax = axes[2]
+    for (store, name, role) in {(p.store, p.workload, p.role) for p in points}:
+        ps = sorted((p for p in points if (p.store, p.workload, p.role) == (store, name, role)
+                     and p.engine in main_engines(points, name) and p.held and p.state_bytes
+                     and p.axis != "key_groups"),
+                    key=lambda p: p.held or 0)
+        if ps:
+            ax.plot([p.held for p in ps], [p.state_bytes for p in ps], color=colours[name],
+                    ls="none", marker="o" if role == "interlace" else "x")
+    ax.set(xscale="log", yscale="log", xlabel="state rows the data implies",
+           ylabel="state bytes (last data micro-batch)",
+           title="state size (o interlace, x native)")
+    ax.grid(True, which="both", alpha=0.3)
+    axes[0].legend(fontsize=7, loc="upper left")
+    fig.suptitle("interlace (solid) vs Spark native (dashed), local[2], 2 cores")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+
+
+__all__ = ["fit", "main", "point", "render"]
