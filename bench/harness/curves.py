@@ -33,6 +33,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -84,6 +85,15 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--repeat", type=int, default=2,
                     help="runs per engine and point (a point whose run took over 20 s: 1)")
     ap.add_argument("--seed", type=int, default=20260302)
+    ap.add_argument("--driver-memory", default="8g",
+                    help="the local Spark JVM's heap (local_session's 2g ran out of memory on "
+                         "native hopping windows at 1M rows per micro-batch: their state is "
+                         "~190 MB per 100k rows)")
+    ap.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                    help="Spark setting for the session (repeatable; every engine)")
+    ap.add_argument("--resume", metavar="JSON",
+                    help="a points file of an earlier run (<out>.points.json, written after "
+                         "every point): its points are kept, not run again")
     ap.add_argument("--label", default="curves")
     ap.add_argument("--out-dir", help="results folder (default bench/results)")
     ap.add_argument("--plot", default=str(HERE / "docs" / "performance-curves.png"),
@@ -105,27 +115,38 @@ def main(argv: list[str] | None = None) -> int:
     stores = [s.strip() for s in args.stores.split(",") if s.strip()]
     if args.plot:
         import matplotlib  # noqa: F401 - fail before hours of runs, not after
+    out_dir = Path(args.out_dir) if args.out_dir else HERE / "bench" / "results"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stem = out_dir / f"{dt.date.today().isoformat()}-{args.label}"
+    saved = stem.with_suffix(".points.json")
+    points: list[Point] = []
+    if args.resume:
+        points = [Point(**p) for p in json.loads(Path(args.resume).read_text())]
+        print(f"[resume] {len(points)} points from {args.resume}", flush=True)
     work = Path(tempfile.mkdtemp(prefix="interlace-curves-"))
     t0 = time.perf_counter()
-    spark = hspark.open_session({})
+    spark = hspark.open_session({"spark.driver.memory": args.driver_memory,
+                                 **hspark.parse_conf(args.conf)})
     bench = Bench(spark, work, {"floor": False, "variants": [], "native_rsd": None}, None)
-    points: list[Point] = []
+
+    def keep(new: list[Point]) -> None:  # after every point: a crash loses one point at most
+        points.extend(new)
+        saved.write_text(json.dumps([dataclasses.asdict(p) for p in points], indent=1))
+
     try:
         for store in stores:
             hspark.use_store(spark, store)
             for w in workloads:
-                points += sweep(bench, store, w, args)
+                sweep(bench, store, w, args, keep, {(p.store, p.workload, p.axis, p.value)
+                                                    for p in points})
     finally:
         spark.stop()
         shutil.rmtree(work, ignore_errors=True)
     meta = {"date": dt.date.today().isoformat(), "command": " ".join(
         [".venv/bin/python", "bench/curves.py", *argv]), "versions": hspark.versions(),
         "total_s": round(time.perf_counter() - t0, 1), "batches": args.batches,
-        "repeat": args.repeat}
+        "repeat": args.repeat, "driver_memory": args.driver_memory}
     models = fit(points)
-    out_dir = Path(args.out_dir) if args.out_dir else HERE / "bench" / "results"
-    out_dir.mkdir(parents=True, exist_ok=True)
-    stem = out_dir / f"{meta['date']}-{args.label}"
     md = render(meta, points, models, bench.failures)
     stem.with_suffix(".md").write_text(md)
     stem.with_suffix(".json").write_text(json.dumps(
@@ -141,8 +162,10 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def sweep(bench: Bench, store: str, w: Workload, args: Any) -> list[Point]:
-    """The three sweeps of ``w`` on ``store`` (a warm-up run per engine first)."""
+def sweep(bench: Bench, store: str, w: Workload, args: Any,
+          keep: Callable[[list[Point]], None], done: set[tuple[str, str, str, int]]) -> None:
+    """The three sweeps of ``w`` on ``store`` (a warm-up run per engine first); each point's
+    figures go to ``keep``; points in ``done`` (store, workload, axis, value) are skipped."""
     kg0 = w.default_key_groups()
     plan: list[tuple[str, int, Size, int]] = [
         ("rows", r, Size(rows=r, batches=args.batches, seed=args.seed, fixed_rate=True), kg0)
@@ -152,9 +175,10 @@ def sweep(bench: Bench, store: str, w: Workload, args: Any) -> list[Point]:
     plan += [("key_groups", g, Size(rows=args.key_groups_rows, batches=args.batches,
                                     seed=args.seed, fixed_rate=True), g)
              for g in ints(args.key_groups)]
-    out: list[Point] = []
     warm = True
     for axis, value, size, kg in plan:
+        if (store, w.name, axis, value) in done:
+            continue
         data = w.generate(size)
         folder = f"{w.name}-{axis}-{value}"
         w.write(data, bench.work / "in" / folder)
@@ -174,12 +198,10 @@ def sweep(bench: Bench, store: str, w: Workload, args: Any) -> list[Point]:
                 done.append(bench.once(store, named, data, kg, e, False)[0])
         bench.failures += timed_failures(f"{store}/{folder}", engines, timed, {})
         rows = data.input_rows // max(data.data_batches, 1)
-        for e in engines:
-            out.append(point(store, w.name, axis, value, e.name, e.role, rows,
-                             size.keys or _keys(data), kg, timed[e.name]))
+        keep([point(store, w.name, axis, value, e.name, e.role, rows, size.keys or _keys(data),
+                    kg, timed[e.name]) for e in engines])
         del data
         shutil.rmtree(bench.work / "in" / folder, ignore_errors=True)
-    return out
 
 
 def _keys(data: Any) -> int:
