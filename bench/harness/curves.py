@@ -94,6 +94,9 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--resume", metavar="JSON",
                     help="a points file of an earlier run (<out>.points.json, written after "
                          "every point): its points are kept, not run again")
+    ap.add_argument("--report-only", action="store_true",
+                    help="with --resume: write the report and the plot of those points, run "
+                         "nothing (e.g. after an interrupted run)")
     ap.add_argument("--label", default="curves")
     ap.add_argument("--out-dir", help="results folder (default bench/results)")
     ap.add_argument("--plot", default=str(HERE / "docs" / "performance-curves.png"),
@@ -120,18 +123,24 @@ def main(argv: list[str] | None = None) -> int:
     stem = out_dir / f"{dt.date.today().isoformat()}-{args.label}"
     saved = stem.with_suffix(".points.json")
     points: list[Point] = []
+    failures: list[str] = []
     if args.resume:
-        points = [Point(**p) for p in json.loads(Path(args.resume).read_text())]
+        old = json.loads(Path(args.resume).read_text())
+        points, failures = [Point(**p) for p in old["points"]], old["failures"]
         print(f"[resume] {len(points)} points from {args.resume}", flush=True)
+    if args.report_only:
+        return _report(args, argv, points, failures, stem, total_s=None)
     work = Path(tempfile.mkdtemp(prefix="interlace-curves-"))
     t0 = time.perf_counter()
     spark = hspark.open_session({"spark.driver.memory": args.driver_memory,
                                  **hspark.parse_conf(args.conf)})
     bench = Bench(spark, work, {"floor": False, "variants": [], "native_rsd": None}, None)
+    bench.failures = failures
 
     def keep(new: list[Point]) -> None:  # after every point: a crash loses one point at most
         points.extend(new)
-        saved.write_text(json.dumps([dataclasses.asdict(p) for p in points], indent=1))
+        saved.write_text(json.dumps({"points": [dataclasses.asdict(p) for p in points],
+                                     "failures": bench.failures}, indent=1))
 
     try:
         for store in stores:
@@ -142,22 +151,29 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         spark.stop()
         shutil.rmtree(work, ignore_errors=True)
+    return _report(args, argv, points, bench.failures, stem,
+                   total_s=round(time.perf_counter() - t0, 1), runs=bench.runs)
+
+
+def _report(args: Any, argv: list[str], points: list[Point], failures: list[str], stem: Path,
+            total_s: float | None, runs: list[RunResult] | None = None) -> int:
+    """Write the markdown and JSON reports and the plot; 1 if a check failed."""
     meta = {"date": dt.date.today().isoformat(), "command": " ".join(
         [".venv/bin/python", "bench/curves.py", *argv]), "versions": hspark.versions(),
-        "total_s": round(time.perf_counter() - t0, 1), "batches": args.batches,
-        "repeat": args.repeat, "driver_memory": args.driver_memory}
+        "total_s": total_s, "batches": args.batches, "repeat": args.repeat,
+        "driver_memory": args.driver_memory}
     models = fit(points)
-    md = render(meta, points, models, bench.failures)
+    md = render(meta, points, models, failures)
     stem.with_suffix(".md").write_text(md)
     stem.with_suffix(".json").write_text(json.dumps(
         {"meta": meta, "points": [dataclasses.asdict(p) for p in points], "models": models,
-         "failures": bench.failures, "runs": [r.to_json() for r in bench.runs]}, indent=1))
+         "failures": failures, "runs": [r.to_json() for r in runs or []]}, indent=1))
     if args.plot:
         draw(points, Path(args.plot))
     print(md)
     print(f"[written] {stem}.md (+ .json){', ' + args.plot if args.plot else ''}")
-    if bench.failures:
-        print("FAILED:\n  " + "\n  ".join(bench.failures), file=sys.stderr)
+    if failures:
+        print("FAILED:\n  " + "\n  ".join(failures), file=sys.stderr)
         return 1
     return 0
 
@@ -241,7 +257,9 @@ def fit(points: list[Point]) -> list[dict[str, Any]]:
             full = np.array([[1.0, p.rows, p.out_rows] for p in xy])
             coef, *_ = np.linalg.lstsq(full, y, rcond=None)
             a = full
-            if np.any(coef < 0):  # output rows proportional to input (or none): rows alone
+            scaled = full / np.maximum(np.abs(full).max(axis=0), 1e-12)
+            if np.any(coef < 0) or np.linalg.matrix_rank(scaled, tol=1e-3) < 3:
+                # Output rows proportional to the input rows (or none): rows alone.
                 a = full[:, :2]
                 coef, *_ = np.linalg.lstsq(a, y, rcond=None)
             pred = a @ coef
@@ -263,7 +281,8 @@ def render(meta: dict[str, Any], points: list[Point], models: list[dict[str, Any
            failures: list[str]) -> str:
     """The markdown report."""
     lines = [f"# Cost curves, {meta['date']}", "", f"Command: `{meta['command']}`", "",
-             f"Total {meta['total_s']:.0f} s; {meta['batches']} data micro-batches per run; "
+             (f"Total {meta['total_s']:.0f} s; " if meta.get("total_s") else "")
+             + f"{meta['batches']} data micro-batches per run; "
              f"fastest of up to {meta['repeat']} runs per point (ms per micro-batch: median "
              "`triggerExecution` of the data micro-batches after the first). Versions: "
              + ", ".join(f"{k} {v}" for k, v in meta["versions"].items()), "",

@@ -333,3 +333,25 @@ def test_a_curve_point_is_its_fastest_run_with_the_timed_batches_output() -> Non
     assert p.seconds == 1.0 and p.runs == 2
     assert p.batch_ms == 200  # median of batches 1 and 2
     assert p.out_rows == 8  # mean output of batches 1 and 2: the flush (3) is left out
+
+
+def test_the_cost_model_drops_the_output_term_when_output_follows_the_input() -> None:
+    pts = [_point("native", "rows", r, r / 2, 500 + 0.01 * r) for r in (10_000, 100_000, 10**6)]
+    (m,) = curves.fit(pts)
+    assert "us_per_out" not in m
+    assert m["us_per_row"] == pytest.approx(10.0)
+
+
+def test_an_interrupted_curves_run_is_reported_from_its_points_file(tmp_path: Path) -> None:
+    import json
+
+    pts = [_point("interlace", "rows", r, 0, 400 + 0.004 * r) for r in (10_000, 100_000, 10**6)]
+    saved = tmp_path / "points.json"
+    saved.write_text(json.dumps({"points": [dataclasses.asdict(p) for p in pts],
+                                 "failures": ["hdfs/w/rows 10: differs"]}))
+    rc = curves.main(["--resume", str(saved), "--report-only", "--out-dir", str(tmp_path),
+                      "--plot", "", "--label", "t"])
+    assert rc == 1  # the kept failure still fails the run
+    (md,) = tmp_path.glob("*-t.md")
+    text = md.read_text()
+    assert "**FAILED**: hdfs/w/rows 10: differs" in text and "| 1,000,000 | interlace |" in text
