@@ -192,10 +192,16 @@ def sweep(bench: Bench, store: str, w: Workload, args: Any,
                                     seed=args.seed, fixed_rate=True), g)
              for g in ints(args.key_groups)]
     warm = True
+    measured: dict[tuple[int, int, int], list[Point]] = {}
     for axis, value, size, kg in plan:
         if (store, w.name, axis, value) in done:
             continue
         data = w.generate(size)
+        same = (data.input_rows, size.keys or _keys(data), kg)
+        if same in measured:  # e.g. the keys sweep's default keys = the rows sweep's default
+            keep([dataclasses.replace(p, axis=axis, value=value) for p in measured[same]
+                  if p.role == "interlace" or axis != "key_groups"])
+            continue
         folder = f"{w.name}-{axis}-{value}"
         w.write(data, bench.work / "in" / folder)
         engines = [e for e in plan_engines(w, bench.options, None, [], kg)
@@ -208,14 +214,15 @@ def sweep(bench: Bench, store: str, w: Workload, args: Any,
         timed: dict[str, list[RunResult]] = {}
         for i in range(args.repeat):
             for e in engines:
-                done = timed.setdefault(e.name, [])
-                if i and min(r.seconds for r in done) > 20:
+                runs = timed.setdefault(e.name, [])
+                if i and min(r.seconds for r in runs) > 20:
                     continue
-                done.append(bench.once(store, named, data, kg, e, False)[0])
+                runs.append(bench.once(store, named, data, kg, e, False)[0])
         bench.failures += timed_failures(f"{store}/{folder}", engines, timed, {})
         rows = data.input_rows // max(data.data_batches, 1)
-        keep([point(store, w.name, axis, value, e.name, e.role, rows, size.keys or _keys(data),
-                    kg, timed[e.name]) for e in engines])
+        measured[same] = [point(store, w.name, axis, value, e.name, e.role, rows, same[1], kg,
+                                timed[e.name]) for e in engines]
+        keep(measured[same])
         del data
         shutil.rmtree(bench.work / "in" / folder, ignore_errors=True)
 
