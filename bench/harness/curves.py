@@ -44,6 +44,7 @@ from harness.cli import HERE, Bench, plan_engines, timed_failures
 from harness.registry import Size, Workload, select
 from harness.run import RunResult
 
+ROOT = HERE.parent  # the repository (HERE is bench/)
 DEFAULT_WORKLOADS = "join-10k,window-tumbling,window-hopping,window-session,table-st10k"
 AXES = ("rows", "keys", "key_groups")
 
@@ -99,7 +100,7 @@ def parser() -> argparse.ArgumentParser:
                          "nothing (e.g. after an interrupted run)")
     ap.add_argument("--label", default="curves")
     ap.add_argument("--out-dir", help="results folder (default bench/results)")
-    ap.add_argument("--plot", default=str(HERE / "docs" / "performance-curves.png"),
+    ap.add_argument("--plot", default=str(ROOT / "docs" / "performance-curves.png"),
                     help="the PNG to draw ('' for none; needs matplotlib: pip install "
                          "'.[bench]')")
     return ap
@@ -118,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     stores = [s.strip() for s in args.stores.split(",") if s.strip()]
     if args.plot:
         import matplotlib  # noqa: F401 - fail before hours of runs, not after
-    out_dir = Path(args.out_dir) if args.out_dir else HERE / "bench" / "results"
+    out_dir = Path(args.out_dir) if args.out_dir else HERE / "results"
     out_dir.mkdir(parents=True, exist_ok=True)
     stem = out_dir / f"{dt.date.today().isoformat()}-{args.label}"
     saved = stem.with_suffix(".points.json")
