@@ -229,10 +229,7 @@ def _run(args: Any, workloads: list[Workload], stores: list[str], conf: dict[str
     print()
     print(md)
     print(f"[written] {path} (+ .json)")
-    if failures:
-        print("FAILED:\n  " + "\n  ".join(failures), file=sys.stderr)
-        return 1
-    return 0
+    return report.exit_status(failures)
 
 
 @dataclasses.dataclass

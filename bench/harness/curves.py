@@ -39,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from harness import report
 from harness import spark as hspark
 from harness.cli import HERE, Bench, plan_engines, timed_failures
 from harness.registry import Size, Workload, select
@@ -173,10 +174,7 @@ def _report(args: Any, argv: list[str], points: list[Point], failures: list[str]
         draw(points, Path(args.plot))
     print(md)
     print(f"[written] {stem}.md (+ .json){', ' + args.plot if args.plot else ''}")
-    if failures:
-        print("FAILED:\n  " + "\n  ".join(failures), file=sys.stderr)
-        return 1
-    return 0
+    return report.exit_status(failures)
 
 
 def sweep(bench: Bench, store: str, w: Workload, args: Any,

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import statistics
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -256,6 +257,14 @@ def to_json(meta: Mapping[str, Any], runs: Sequence[RunResult],
         "failures": list(failures),
         "runs": [r.to_json() for r in runs],
     }, indent=1, default=str)
+
+
+def exit_status(failures: Sequence[str]) -> int:
+    """1 (after listing them on stderr) when any check failed, else 0."""
+    if failures:
+        print("FAILED:\n  " + "\n  ".join(failures), file=sys.stderr)
+        return 1
+    return 0
 
 
 def write(out_dir: Path, stem: str, markdown: str, raw: str) -> Path:
