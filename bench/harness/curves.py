@@ -239,12 +239,9 @@ def point(store: str, workload: str, axis: str, value: int, engine: str, role: s
     """The fastest of ``runs`` as a :class:`Point`."""
     r = min(runs, key=lambda x: x.seconds)
     per = {int(b): n for b, n in r.extra.get("out_per_batch", {}).items()}
-    timed = range(1, r.data_batches) if r.data_batches > 1 else range(1)
-    st = r.last_data_state
-    state = st.get("rocksdbSstFileSize", st["memoryUsedBytes"]) if store == "rocksdb" \
-        else st["memoryUsedBytes"]
     return Point(store, workload, axis, value, engine, role, rows, keys, kg, r.batch_ms,
-                 statistics.mean(per.get(b, 0) for b in timed), state, r.extra.get("held"),
+                 statistics.mean(per.get(b, 0) for b in r.steady_batches), r.state_bytes,
+                 r.extra.get("held"),
                  round(r.seconds, 2), round(statistics.median(x.own_cpu for x in runs), 2),
                  len(runs))
 

@@ -51,13 +51,8 @@ class Cell:
 
     @property
     def state_bytes(self) -> int:
-        """State size at the last data micro-batch (fastest run): ``memoryUsedBytes``, but
-        under RocksDB (whose ``memoryUsedBytes`` is its memory use, not the state's size) the
-        size of its SST files, ``rocksdbSstFileSize``."""
-        st = self.fastest.last_data_state
-        if self.store == "rocksdb" and "rocksdbSstFileSize" in st:
-            return st["rocksdbSstFileSize"]
-        return st["memoryUsedBytes"]
+        """The fastest run's :attr:`~harness.run.RunResult.state_bytes`."""
+        return self.fastest.state_bytes
 
 
 def cells(runs: Iterable[RunResult]) -> dict[Key, Cell]:

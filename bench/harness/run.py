@@ -83,13 +83,28 @@ class RunResult:
         return self.state_at(self.data_batches - 1)
 
     @property
+    def steady_batches(self) -> range:
+        """The data micro-batches after the first (the first plans the query and, for table
+        joins, loads the snapshot); the first if alone."""
+        return range(1, self.data_batches) if self.data_batches > 1 else range(1)
+
+    @property
     def batch_ms(self) -> float:
-        """Median ``triggerExecution`` (ms) of the data micro-batches after the first (the
-        first plans the query and, for table joins, loads the snapshot); the first if alone."""
-        ids = range(1, self.data_batches) if self.data_batches > 1 else range(1)
+        """Median ``triggerExecution`` (ms) of the :attr:`steady_batches`."""
+        ids = self.steady_batches
         ms = [int(p.get("durationMs", {}).get("triggerExecution", 0)) for p in self.progress
               if int(p.get("batchId", -1)) in ids]
         return float(statistics.median(ms)) if ms else float("nan")
+
+    @property
+    def state_bytes(self) -> int:
+        """State size at the last data micro-batch: ``memoryUsedBytes``, but under RocksDB
+        (whose ``memoryUsedBytes`` is its memory use, not the state's size) the size of its
+        SST files, ``rocksdbSstFileSize``."""
+        st = self.last_data_state
+        if self.store == "rocksdb" and "rocksdbSstFileSize" in st:
+            return st["rocksdbSstFileSize"]
+        return st["memoryUsedBytes"]
 
     @property
     def peak_state_bytes(self) -> int:
