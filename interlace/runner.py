@@ -22,7 +22,7 @@ from typing import Any, TextIO
 from interlace.faults import crash_point
 from interlace.operators.common.names import DEAD_LETTER_COLUMN
 from interlace.operators.errors import ConfigError
-from interlace.pipeline.checkpoint import check_checkpoint, record_checkpoint
+from interlace.pipeline.checkpoint import check_checkpoint, record_checkpoint, state_encoding_for
 
 __all__ = ["RunSummary", "build_query_input", "run_pipeline"]
 
@@ -250,6 +250,7 @@ def run_pipeline(
             source or target found while the query is built.
     """
     from interlace.metrics import PipelineMetrics, counters, spark_dropped_rows
+    from interlace.operators.common.shim import STATE_ENCODING_CONF
     from interlace.pipeline.kinds import join_kind
     from interlace.session import local_session, state_store_conf
     from interlace.targets import make_target
@@ -273,7 +274,9 @@ def run_pipeline(
         for k, v in {**settings, **dict(s.conf or {})}.items():
             spark.conf.set(k, v)
     acc = counters(spark)
-    out = build_query_input(spark, pipeline, base=base, counters=acc)
+    configured = dict(s.conf or {}).get(STATE_ENCODING_CONF)
+    with state_encoding_for(spark, pipeline.checkpoint_folder(base), configured):
+        out = build_query_input(spark, pipeline, base=base, counters=acc)
     kind = "join" if pipeline.join is not None else "window"
     spec = pipeline.join if pipeline.join is not None else pipeline.window
     dlq = DEAD_LETTER_COLUMN in out.columns

@@ -38,10 +38,21 @@ versions supported. A blob whose ``fp`` differs from the running spec's fingerpr
 
 Encoding is deterministic (msgpack of plain values; dict order fixed by the writer), so golden
 blobs are byte-stable (``tests/unit/state/golden/``).
+
+In ``GroupState`` a blob is the one value of the state row, held as one of
+:data:`STATE_ENCODINGS` (:func:`to_state_value`, :func:`from_state_value`): ``"base64"``, the
+default, a string column with the blob in base64; or ``"binary"``, a binary column with the
+bytes, which checkpoints of earlier builds hold. Spark hands a binary state value from the JVM
+to Python through its pickler one byte at a time (Pyrolite builds a string per byte and
+encodes it as UTF-8), which cost more than the operator itself once a key group holds tens of
+megabytes; an ASCII string crosses as one copy (docs/performance.md, "What a key group's
+state costs in Spark").
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
 import json
 from collections.abc import Callable, Mapping
@@ -52,6 +63,10 @@ from interlace.state.errors import StateDecodeError, StateVersionError
 
 __all__ = [
     "CURRENT_VERSION",
+    "DEFAULT_STATE_ENCODING",
+    "STATE_ENCODINGS",
+    "from_state_value",
+    "to_state_value",
     "supported_versions",
     "decode",
     "encode",
@@ -181,3 +196,42 @@ def decode(blob: bytes, *, kind: str, fp: str | None) -> dict[str, Any]:
     body = envelope["body"]
     assert isinstance(body, dict)
     return body
+
+
+#: How a blob is held in the state row: a base64 string, or the bytes themselves.
+STATE_ENCODINGS = ("base64", "binary")
+#: What a new checkpoint holds.
+DEFAULT_STATE_ENCODING = "base64"
+
+
+def to_state_value(blob: bytes, encoding: str) -> bytes | str:
+    """The state row's value for ``blob``: its base64 text, or the bytes (``"binary"``).
+
+    Args:
+        blob: Bytes written by :func:`encode`.
+        encoding: One of :data:`STATE_ENCODINGS`.
+
+    Returns:
+        ``str`` for ``"base64"``, ``bytes`` for ``"binary"``.
+    """
+    if encoding == "base64":
+        return base64.b64encode(blob).decode("ascii")
+    if encoding == "binary":
+        return blob
+    msg = f"state encoding {encoding!r} is not one of {list(STATE_ENCODINGS)}"
+    raise ValueError(msg)
+
+
+def from_state_value(value: bytes | bytearray | memoryview | str) -> bytes:
+    """The blob in a state row's value, whichever of :data:`STATE_ENCODINGS` holds it.
+
+    Raises:
+        StateDecodeError: A string that is not base64.
+    """
+    if isinstance(value, str):
+        try:
+            return base64.b64decode(value, validate=True)
+        except (binascii.Error, ValueError) as exc:
+            msg = f"state value is not base64 text ({len(value)} characters): {exc}"
+            raise StateDecodeError(msg) from exc
+    return bytes(value)

@@ -99,6 +99,11 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--report-only", action="store_true",
                     help="with --resume: write the report and the plot of those points, run "
                          "nothing (e.g. after an interrupted run)")
+    ap.add_argument("--floor", action="store_true",
+                    help="add the no-op applyInPandasWithState floor (harness/floor.py) to the "
+                         "rows and keys sweeps of the workloads that define it")
+    ap.add_argument("--jfr", metavar="DIR",
+                    help="a Java Flight Recording per run into DIR (bench/jfr_top.py reads it)")
     ap.add_argument("--label", default="curves")
     ap.add_argument("--out-dir", help="results folder (default bench/results)")
     ap.add_argument("--plot", default=str(ROOT / "docs" / "performance-curves.png"),
@@ -136,7 +141,8 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     spark = hspark.open_session({"spark.driver.memory": args.driver_memory,
                                  **hspark.parse_conf(args.conf)})
-    bench = Bench(spark, work, {"floor": False, "variants": [], "native_rsd": None}, None)
+    bench = Bench(spark, work, {"floor": args.floor, "variants": [], "native_rsd": None},
+                  Path(args.jfr) if args.jfr else None)
     bench.failures = failures
 
     def keep(new: list[Point]) -> None:  # after every point: a crash loses one point at most

@@ -11,19 +11,35 @@ change: each shapes the stored state, the watermark or the rows already written.
 A checkpoint without the record (written before interlace kept it, or by the Python API) is
 still guarded by the state's own fingerprint: the first micro-batch that reads state of
 another spec fails (``StateVersionError``), naming the fields that could have changed.
+
+The checkpoint also fixes how the state row holds the blob (``spark.interlace.state.encoding``,
+:mod:`interlace.state.blob`): :func:`stored_state_encoding` reads it from Spark's state schema
+file, and :func:`state_encoding_for` builds the query with it, so a checkpoint an earlier
+interlace wrote (a binary blob column) continues without a setting.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
+import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from interlace.operators.errors import ConfigError
 
-__all__ = ["SPEC_FILE", "changed_fields", "check_checkpoint", "record_checkpoint", "spec_record"]
+__all__ = [
+    "SPEC_FILE",
+    "changed_fields",
+    "check_checkpoint",
+    "record_checkpoint",
+    "spec_record",
+    "state_encoding_for",
+    "stored_state_encoding",
+]
 
 SPEC_FILE = "interlace-spec.json"
 _FORMAT = 1
@@ -108,3 +124,47 @@ def record_checkpoint(pipeline: Any, base: Path, *, ran: bool = False) -> None:
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(spec_record(pipeline), indent=2, sort_keys=True) + "\n")
     os.replace(tmp, path)
+
+
+# The blob column in a Spark state schema file (JSON of the value schema).
+_BLOB_TYPE = re.compile(rb'"name"\s*:\s*"blob"\s*,\s*"type"\s*:\s*"(binary|string)"')
+
+
+def stored_state_encoding(folder: Path) -> str | None:
+    """How the state in checkpoint ``folder`` holds its blob, from Spark's state schema file.
+
+    Returns:
+        ``"binary"`` (written by an earlier interlace), ``"base64"``, or ``None`` when the
+        checkpoint holds no state schema yet.
+    """
+    state = Path(folder) / "state"
+    if not state.is_dir():
+        return None
+    files = sorted(state.glob("*/*/_metadata/schema")) + sorted(state.glob("*/_stateSchema/**/*"))
+    for f in files:
+        found = _BLOB_TYPE.search(f.read_bytes()) if f.is_file() else None
+        if found:
+            return "binary" if found.group(1) == b"binary" else "base64"
+    return None
+
+
+@contextlib.contextmanager
+def state_encoding_for(spark: Any, folder: Path, configured: str | None) -> Iterator[str]:
+    """Build a query with the state encoding checkpoint ``folder`` needs, then restore.
+
+    The checkpoint's own encoding wins (Spark refuses another state schema); a new checkpoint
+    takes ``configured`` (the pipeline's ``[spark.conf]``) or the session's setting. The
+    session's setting is put back afterwards: operators read it when they are built.
+    """
+    from interlace.operators.common.shim import STATE_ENCODING_CONF
+
+    before = spark.conf.get(STATE_ENCODING_CONF, None)
+    chosen = stored_state_encoding(folder) or configured or before or "base64"
+    spark.conf.set(STATE_ENCODING_CONF, chosen)
+    try:
+        yield chosen
+    finally:
+        if before is None:
+            spark.conf.unset(STATE_ENCODING_CONF)
+        else:
+            spark.conf.set(STATE_ENCODING_CONF, before)

@@ -33,6 +33,13 @@ from interlace.operators.common.watermark import (
     timeout_ms_when_past,
 )
 from interlace.operators.common.worker import prepare_worker
+from interlace.operators.errors import ConfigError
+from interlace.state.blob import (
+    DEFAULT_STATE_ENCODING,
+    STATE_ENCODINGS,
+    from_state_value,
+    to_state_value,
+)
 from interlace.state.errors import StateDecodeError
 from interlace.state.tables import TablesState
 
@@ -41,13 +48,21 @@ __all__ = [
     "CallResult",
     "Frames",
     "OperatorFunction",
+    "STATE_ENCODING_CONF",
     "TableStepResult",
     "TablesFunction",
     "bind_changelog_join",
     "changelog_output_fields",
+    "state_encoding_of",
 ]
 
 _B = TypeVar("_B", bound="BoundOperator")
+
+STATE_ENCODING_CONF = "spark.interlace.state.encoding"
+"""The Spark setting that says how an operator built in the session holds its state blob:
+``base64`` (default: a string column, the blob in base64) or ``binary`` (a binary column, as
+checkpoints of earlier builds do; ``interlace run`` picks it for them by itself). See
+:mod:`interlace.state.blob` and docs/state.md."""
 
 Frames = Iterator[pd.DataFrame]
 """What Spark hands an ``applyInPandasWithState`` function per key group: pandas frames."""
@@ -76,6 +91,10 @@ class OperatorFunction:
     which decodes the state, runs the operator's pure step and encodes the new state.
     """
 
+    #: How the blob is stored (:data:`interlace.state.blob.STATE_ENCODINGS`); set by
+    #: :meth:`BoundOperator.bind` from :data:`STATE_ENCODING_CONF`. Either is read.
+    state_encoding: str = "binary"
+
     def __init__(self, plan: Any, counters: Any | None = None) -> None:
         self.plan = plan
         self.counters = counters
@@ -96,7 +115,7 @@ class OperatorFunction:
         wm_us = operator_wm_us(spark_wm_ms, self.plan.horizon_ms)
         dropped: dict[str, int] = {}
         try:
-            done = self._call(state.get[0] if state.exists else None,
+            done = self._call(from_state_value(state.get[0]) if state.exists else None,
                               _in_range_rows(frames, dropped), wm_us)
         except StateDecodeError as exc:  # name where the bad blob is (issue 13)
             raise type(exc)(f"{exc} ({self.operator_name} operator, key group "
@@ -110,7 +129,7 @@ class OperatorFunction:
         if done.stored is None:
             state.remove()
         else:
-            state.update((done.stored[0],))
+            state.update((to_state_value(done.stored[0], self.state_encoding),))
             state.setTimeoutTimestamp(max(done.stored[1], spark_wm_ms, 1))
 
     def _call(
@@ -281,7 +300,8 @@ class BoundOperator:
         group_columns: Columns to group by (the key group).
         func: The function for ``applyInPandasWithState``.
         output_schema: The output schema (Spark ``StructType``).
-        state_schema: The state schema (one binary blob column).
+        state_schema: The state schema: one ``blob`` column, a string (the blob in base64) or
+            binary (:data:`STATE_ENCODING_CONF`).
         output_mode: ``"append"``.
         timeout_conf: ``GroupStateTimeout.EventTimeTimeout``.
     """
@@ -306,10 +326,19 @@ class BoundOperator:
     def bind(
         cls: type[_B], spec: Any, plan: Any, prepared: Any, func: Any, output_fields: list[Any]
     ) -> _B:
-        """Bind with what every operator uses: the key group, one blob, append, event time."""
+        """Bind with what every operator uses: the key group, one blob, append, event time.
+
+        The blob's column type follows the session's :data:`STATE_ENCODING_CONF`.
+
+        Raises:
+            ConfigError: That setting is not one of ``base64``, ``binary``.
+        """
         from pyspark.sql import types as T
         from pyspark.sql.streaming.state import GroupStateTimeout
 
+        encoding = state_encoding_of(prepared.sparkSession)
+        func.state_encoding = encoding
+        blob_type = T.StringType() if encoding == "base64" else T.BinaryType()
         return cls(
             spec=spec,
             plan=plan,
@@ -317,7 +346,24 @@ class BoundOperator:
             group_columns=(KEY_GROUP_COLUMN,),
             func=func,
             output_schema=T.StructType(output_fields),
-            state_schema=T.StructType([T.StructField("blob", T.BinaryType(), False)]),
+            state_schema=T.StructType([T.StructField("blob", blob_type, False)]),
             output_mode="append",
             timeout_conf=GroupStateTimeout.EventTimeTimeout,
         )
+
+
+def state_encoding_of(spark: Any) -> str:
+    """The session's :data:`STATE_ENCODING_CONF` (``base64`` unless set).
+
+    Raises:
+        ConfigError: Not one of :data:`interlace.state.blob.STATE_ENCODINGS`.
+    """
+    value = str(spark.conf.get(STATE_ENCODING_CONF, DEFAULT_STATE_ENCODING)).strip().lower()
+    if value not in STATE_ENCODINGS:
+        msg = (
+            f"{STATE_ENCODING_CONF}={value!r} is not one of {list(STATE_ENCODINGS)}: use "
+            "'base64' (the default) for a new checkpoint, 'binary' for a checkpoint an "
+            "earlier interlace wrote (docs/state.md)"
+        )
+        raise ConfigError(msg)
+    return value

@@ -42,6 +42,7 @@ import msgpack
 import pytest
 from cli_support import rows_of, run_here
 
+from interlace.state.blob import from_state_value
 from interlace.testing.log import JoinBatch
 from interlace.testing.oracle import DEAD_LETTER_COLUMN, canonical_rows, oracle_join
 
@@ -71,10 +72,15 @@ def tables(folder: Path) -> dict[str, list[dict]]:
     return {"joined": joined, "letters": letters, "commits": commits}
 
 
-def envelopes(spark, folder: Path) -> list[dict]:
-    """The state blob envelopes of the checkpoint's last batch (Spark's state reader)."""
+def state_values(spark, folder: Path) -> list:
+    """The state row values of the checkpoint's last batch (Spark's state reader)."""
     rows = spark.read.format("statestore").load(str(folder / "out/checkpoint")).collect()
-    return [msgpack.unpackb(r.value.groupState.blob, raw=False) for r in rows]
+    return [r.value.groupState.blob for r in rows]
+
+
+def envelopes(spark, folder: Path) -> list[dict]:
+    """The state blob envelopes of the checkpoint's last batch, whichever encoding holds them."""
+    return [msgpack.unpackb(from_state_value(v), raw=False) for v in state_values(spark, folder)]
 
 
 def oracle(log):
@@ -105,6 +111,8 @@ def test_a_v1_checkpoint_continues_and_equals_the_oracle_and_a_run_from_scratch(
         (t, b) for t in ("joined", "letters") for b in range(3)]
     # The previous release's state: one key group holding orders 4, 5, 11, payments 2, 10.
     assert [e["v"] for e in envelopes(spark, cont)] == [1]
+    # ... in a binary blob column (spark.interlace.state.encoding = binary).
+    assert {type(v) for v in state_values(spark, cont)} == {bytes}
     progress = run_here(spark, cont, "p.toml")
     assert "batch 3: in " in progress and "batch 0: in " not in progress, progress
     got = tables(cont)
@@ -114,6 +122,8 @@ def test_a_v1_checkpoint_continues_and_equals_the_oracle_and_a_run_from_scratch(
     assert after and {e["v"] for e in after} == {2}
     assert {(e["body"]["times"]["left"], e["body"]["times"]["right"]) for e in after} == {
         ("__il_l2", "__il_r2")}
+    # The run kept the checkpoint's binary blob column (Spark refuses another state schema).
+    assert {type(v) for v in state_values(spark, cont)} == {bytes}
 
     # (a) The oracle over the whole input, with the first run's no-data batch.
     files = make_fixture.FILES
@@ -148,6 +158,10 @@ def test_a_v1_checkpoint_continues_and_equals_the_oracle_and_a_run_from_scratch(
         make_fixture.set_mtimes(scratch / "in")
         run_here(spark, scratch, "p.toml")
     fresh = tables(scratch)
+    # A new checkpoint holds each blob as base64 text (the default state encoding).
+    texts = state_values(spark, scratch)
+    assert texts and {type(v) for v in texts} == {str}
+    assert {e["v"] for e in envelopes(spark, scratch)} == {2}
     assert fresh["commits"] == got["commits"]
     assert Counter(canonical_rows(fresh["joined"])) == Counter(canonical_rows(got["joined"]))
     assert sorted(map(json.dumps, fresh["letters"])) == sorted(map(json.dumps, got["letters"]))

@@ -100,3 +100,87 @@ def test_an_unreadable_record_is_a_clear_error(tmp_path):
     path.write_text("{not json")
     with pytest.raises(ConfigError, match="holds an unreadable interlace-spec.json"):
         check_checkpoint(p, tmp_path)
+
+
+# --- The state encoding a checkpoint holds (spark.interlace.state.encoding) ------------------
+
+GOLDEN_CHECKPOINT = (Path(__file__).resolve().parents[1] / "cli" / "golden" / "join_v1_checkpoint"
+                     / "out" / "checkpoint")
+
+
+class _Conf:
+    """A SparkSession's ``conf``, enough for the state encoding."""
+
+    def __init__(self, values=None):
+        self.values = dict(values or {})
+
+    def get(self, key, default=None):
+        return self.values.get(key, default)
+
+    def set(self, key, value):
+        self.values[key] = value
+
+    def unset(self, key):
+        self.values.pop(key, None)
+
+
+class _Session:
+    def __init__(self, values=None):
+        self.conf = _Conf(values)
+
+
+def _schema_file(folder: Path, blob_type: str) -> Path:
+    f = folder / "state" / "0" / "0" / "_metadata" / "schema"
+    f.parent.mkdir(parents=True)
+    value = {"type": "struct", "fields": [{"name": "groupState", "type": {
+        "type": "struct", "fields": [{"name": "blob", "type": blob_type, "nullable": True,
+                                      "metadata": {}}]}, "nullable": True, "metadata": {}}]}
+    f.write_bytes(b"\x00\x02v2" + json.dumps(value, separators=(",", ":")).encode())
+    return f
+
+
+def test_the_state_encoding_of_a_checkpoint_is_read_from_spark_state_schema(tmp_path):
+    from interlace.pipeline.checkpoint import stored_state_encoding
+
+    # The golden checkpoint an earlier release wrote holds a binary blob column.
+    assert stored_state_encoding(GOLDEN_CHECKPOINT) == "binary"
+    assert stored_state_encoding(tmp_path / "none") is None
+    (tmp_path / "empty" / "state").mkdir(parents=True)
+    assert stored_state_encoding(tmp_path / "empty") is None
+    _schema_file(tmp_path / "new", "string")
+    assert stored_state_encoding(tmp_path / "new") == "base64"
+
+
+def test_a_query_is_built_with_the_checkpoint_encoding_and_the_session_setting_is_restored(
+        tmp_path):
+    from interlace.operators.common.shim import STATE_ENCODING_CONF
+    from interlace.pipeline.checkpoint import state_encoding_for
+
+    _schema_file(tmp_path / "old", "binary")
+    spark = _Session()
+    # The checkpoint wins over what the pipeline asks for (Spark refuses another schema).
+    with state_encoding_for(spark, tmp_path / "old", "base64") as chosen:
+        assert chosen == "binary" and spark.conf.get(STATE_ENCODING_CONF) == "binary"
+    assert STATE_ENCODING_CONF not in spark.conf.values
+    # A new checkpoint: the pipeline's setting, else the session's, else base64.
+    with state_encoding_for(spark, tmp_path / "fresh", "binary") as chosen:
+        assert chosen == "binary"
+    spark = _Session({STATE_ENCODING_CONF: "binary"})
+    with state_encoding_for(spark, tmp_path / "fresh", None) as chosen:
+        assert chosen == "binary"
+    with state_encoding_for(_Session(), tmp_path / "fresh", None) as chosen:
+        assert chosen == "base64"
+    spark = _Session({STATE_ENCODING_CONF: "base64"})
+    with state_encoding_for(spark, tmp_path / "old", None):
+        pass
+    assert spark.conf.get(STATE_ENCODING_CONF) == "base64"
+
+
+def test_an_unknown_state_encoding_setting_is_a_config_error_naming_the_setting():
+    from interlace.operators.common.shim import STATE_ENCODING_CONF, state_encoding_of
+
+    assert state_encoding_of(_Session()) == "base64"
+    assert state_encoding_of(_Session({STATE_ENCODING_CONF: " Binary "})) == "binary"
+    with pytest.raises(ConfigError, match=r"spark\.interlace\.state\.encoding='zip' is not one "
+                                          r"of \['base64', 'binary'\]"):
+        state_encoding_of(_Session({STATE_ENCODING_CONF: "zip"}))

@@ -142,3 +142,24 @@ def test_version_without_a_registered_migration_is_an_error(monkeypatch):
 def test_fingerprint_is_stable_and_order_independent():
     assert blob.fingerprint({"a": 1, "b": (1, 2)}) == blob.fingerprint({"b": [1, 2], "a": 1})
     assert blob.fingerprint({"a": 1}) != blob.fingerprint({"a": 2})
+
+
+# --- The blob in the state row (spark.interlace.state.encoding) ---------------------------
+
+
+@pytest.mark.parametrize("data", [b"", b"\x00\xff" * 7, (GOLDEN / "join_v2.bin").read_bytes()])
+def test_a_blob_goes_through_either_state_encoding_and_back_unchanged(data):
+    text = blob.to_state_value(data, "base64")
+    assert isinstance(text, str) and text.isascii()
+    assert blob.from_state_value(text) == data
+    raw = blob.to_state_value(data, "binary")
+    assert raw == data and isinstance(raw, bytes)
+    # Spark hands a binary state value to Python as bytearray.
+    assert blob.from_state_value(bytearray(data)) == data
+
+
+def test_a_state_value_that_is_not_base64_is_a_decode_error_and_an_unknown_encoding_fails():
+    with pytest.raises(StateDecodeError, match=r"not base64 text \(5 characters\)"):
+        blob.from_state_value("ab!cd")
+    with pytest.raises(ValueError, match="'zip' is not one of"):
+        blob.to_state_value(b"x", "zip")
