@@ -2,12 +2,19 @@
 
 The envelope is the same in every format version; ``body`` is per kind and per version::
 
-    {"v": 2,                      # int, format version (1 or 2; 2 is written)
+    {"v": 3,                      # int, format version (1, 2 or 3; 3 is written)
      "kind": "join" | "window" | "stream_table" | "table_join" | "foreign_key",  # the writer
      "fp": "<16 hex chars>",      # fingerprint of the spec fields that give state its meaning
      "body": {...}}               # kind-specific, msgpack-native values only
 
-Version 2 (current) — join body: ``{"left": <Arrow IPC stream bytes>, "right": <Arrow IPC
+Version 3 (current) adds one optional form: ``{"v": 3, "kind", "fp", "codec": "zstd",
+"size": <int>, "body": <bytes>}``, where ``body`` is the zstd-compressed msgpack of the body
+map (``size`` bytes once decompressed). :func:`encode` writes it when asked
+(``compress=True``: the window does, whose slot table and accumulators are raw numpy bytes and
+compress about 6x; the other kinds' Arrow buffers are zstd-compressed already). A version-3
+body is otherwise the version-2 body of its kind.
+
+Version 2 (and 3) — join body: ``{"left": <Arrow IPC stream bytes>, "right": <Arrow IPC
 stream bytes>, "times": {"left": str | None, "right": str | None}, "extra": {name: int}}``.
 Each side's table is ``__il_m`` then the payload columns; ``__il_tus`` (the event time in µs)
 is left out when ``times[side]`` names the payload's event-time column, which gives it back
@@ -18,7 +25,7 @@ Version 1 — join body: ``{"left": <Arrow IPC>, "right": <Arrow IPC>, "extra": 
 each side ``__il_tus``, ``__il_m``, then the payload columns (which hold the event-time column
 too: ``__il_tus`` duplicates it).
 
-Every other kind's body is the same in versions 1 and 2:
+Every other kind's body is the same in versions 1, 2 and 3:
 
 * window: ``{"slots": <Arrow IPC stream bytes>, "accs": [<accumulator state>, ...], "seq":
   int}`` — one slot per (window, group), see :mod:`interlace.operators.window`.
@@ -30,7 +37,7 @@ Every other kind's body is the same in versions 1 and 2:
 Decoding runs the registered migration chain (``_MIGRATIONS[v]`` upgrades a version-``v``
 blob to ``v + 1``) until the current version is reached. 1 → 2: a join body loses
 ``__il_tus`` per side (:func:`interlace.state.buffers.upgrade_join_body_v1`), every other kind
-only changes ``v``. A blob whose ``v`` is newer than
+only changes ``v``. 2 → 3: only ``v`` changes. A blob whose ``v`` is newer than
 :data:`CURRENT_VERSION` raises :class:`StateVersionError` naming the version found and the
 versions supported. A blob whose ``fp`` differs from the running spec's fingerprint also raises
 :class:`StateVersionError`: the spec changed between restarts (for example a new
@@ -74,7 +81,9 @@ __all__ = [
     "register_migration",
 ]
 
-CURRENT_VERSION = 2
+CURRENT_VERSION = 3
+#: The body codec of a compressed version-3 envelope, and its level.
+BODY_CODEC, BODY_CODEC_LEVEL = "zstd", 1
 
 Migration = Callable[[dict[str, Any]], dict[str, Any]]
 
@@ -89,9 +98,14 @@ def _upgrade_v1_to_v2(envelope: dict[str, Any]) -> dict[str, Any]:
     return {**envelope, "v": 2, "body": body}
 
 
+def _upgrade_v2_to_v3(envelope: dict[str, Any]) -> dict[str, Any]:
+    """Version 2 → 3: the bodies are the same (version 3 may also compress one)."""
+    return {**envelope, "v": 3}
+
+
 # version v -> function that upgrades a v envelope to v + 1. Version 1 is the first layout;
 # tests also register a synthetic v0 -> v1 step to prove the chain runs from further back.
-_MIGRATIONS: dict[int, Migration] = {1: _upgrade_v1_to_v2}
+_MIGRATIONS: dict[int, Migration] = {1: _upgrade_v1_to_v2, 2: _upgrade_v2_to_v3}
 _OLDEST_VERSION = 1
 
 
@@ -125,18 +139,28 @@ def fingerprint(fields: Mapping[str, Any]) -> str:
     return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
 
-def encode(kind: str, fp: str, body: Mapping[str, Any]) -> bytes:
+def encode(kind: str, fp: str, body: Mapping[str, Any], *, compress: bool = False) -> bytes:
     """Wrap ``body`` in a current-version envelope and serialise it.
 
     Args:
-        kind: ``"join"`` or ``"window"``.
+        kind: ``"join"``, ``"window"``, ...
         fp: The spec fingerprint (:func:`fingerprint`).
         body: msgpack-native values only (bytes, str, int, float, bool, None, list, dict).
+        compress: Store the body as zstd-compressed msgpack (:data:`BODY_CODEC`).
 
     Returns:
         The blob bytes.
     """
-    envelope = {"v": CURRENT_VERSION, "kind": kind, "fp": fp, "body": dict(body)}
+    envelope: dict[str, Any] = {"v": CURRENT_VERSION, "kind": kind, "fp": fp}
+    if compress:
+        import pyarrow as pa  # only for compressed bodies
+
+        packed = msgpack.packb(dict(body), use_bin_type=True)
+        codec = pa.Codec(BODY_CODEC, compression_level=BODY_CODEC_LEVEL)
+        envelope.update(codec=BODY_CODEC, size=len(packed),
+                        body=codec.compress(packed, asbytes=True))
+    else:
+        envelope["body"] = dict(body)
     out = msgpack.packb(envelope, use_bin_type=True)
     assert isinstance(out, bytes)
     return out
@@ -172,6 +196,9 @@ def decode(blob: bytes, *, kind: str, fp: str | None) -> dict[str, Any]:
             f"{supported_versions()}; upgrade interlace to the version that wrote this checkpoint"
         )
         raise StateVersionError(msg)
+    if "codec" in envelope:  # a compressed version-3 body: the map it holds
+        envelope = {"v": version, "kind": envelope.get("kind"), "fp": envelope.get("fp"),
+                    "body": _decompressed(envelope)}
     while envelope["v"] < CURRENT_VERSION:
         step = _MIGRATIONS.get(envelope["v"])
         if step is None:
@@ -194,8 +221,26 @@ def decode(blob: bytes, *, kind: str, fp: str | None) -> dict[str, Any]:
         )
         raise StateVersionError(msg)
     body = envelope["body"]
-    assert isinstance(body, dict)
+    if not isinstance(body, dict):
+        msg = f"state blob body is a {type(body).__name__}, not a map"
+        raise StateDecodeError(msg)
     return body
+
+
+def _decompressed(envelope: Mapping[str, Any]) -> Any:
+    """The body map of a compressed version-3 envelope."""
+    import pyarrow as pa
+
+    codec, size, data = envelope.get("codec"), envelope.get("size"), envelope.get("body")
+    if codec != BODY_CODEC or not isinstance(size, int) or not isinstance(data, bytes):
+        msg = f"state blob has a body codec {codec!r} this interlace cannot read"
+        raise StateDecodeError(msg)
+    try:
+        packed = pa.Codec(codec).decompress(data, decompressed_size=size, asbytes=True)
+        return msgpack.unpackb(packed, raw=False, strict_map_key=False)
+    except Exception as exc:  # Arrow and msgpack raise several types
+        msg = f"state blob's {codec} body does not decompress ({len(data)} bytes): {exc}"
+        raise StateDecodeError(msg) from exc
 
 
 #: How a blob is held in the state row: a base64 string, or the bytes themselves.

@@ -209,6 +209,7 @@ _TABLE_COLUMN_FIELDS: tuple[tuple[str, str], ...] = (
 
 
 def _changelog_kind(
+    *,
     kind: str,
     spec_type: type[TableJoin | ForeignKeyJoin],
     title: str,
@@ -285,20 +286,24 @@ JOIN_KINDS: dict[str, JoinKind] = {
         ),
     ),
     "table": _changelog_kind(
-        "table",
-        TableJoin,
-        "table-table join",
-        "the changelogs of two tables",
-        (("left", "left_keys"), ("right", "right_keys")),
-        table_join,
+        kind="table",
+        spec_type=TableJoin,
+        title="table-table join",
+        two_sources="the changelogs of two tables",
+        key_fields=(("left", "left_keys"), ("right", "right_keys")),
+        apply=table_join,
     ),
     "foreign_key": _changelog_kind(
-        "foreign_key",
-        ForeignKeyJoin,
-        "foreign-key join",
-        "the changelogs of the referring table and of the referred one",
-        (("left", "left_keys"), ("left", "foreign_key_columns"), ("right", "right_keys")),
-        foreign_key_join,
+        kind="foreign_key",
+        spec_type=ForeignKeyJoin,
+        title="foreign-key join",
+        two_sources="the changelogs of the referring table and of the referred one",
+        key_fields=(
+            ("left", "left_keys"),
+            ("left", "foreign_key_columns"),
+            ("right", "right_keys"),
+        ),
+        apply=foreign_key_join,
         key_pairs=(("foreign_key_columns", "right_keys"),),
     ),
 }

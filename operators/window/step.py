@@ -50,7 +50,7 @@ class WindowState:
         return cls(plan.slot_schema.empty_table(), [a.accumulator().init(0) for a in plan.aggs], 0)
 
     def encode(self, plan: WindowPlan) -> bytes:
-        """Encode as a version-1 ``window`` blob."""
+        """Encode as a ``window`` blob, its body zstd-compressed (format 3)."""
         body = {
             "slots": table_to_ipc(self.slots),
             "accs": [
@@ -58,7 +58,7 @@ class WindowState:
             ],
             "seq": int(self.seq),
         }
-        return blob.encode("window", plan.fp, body)
+        return blob.encode("window", plan.fp, body, compress=True)
 
     @classmethod
     def decode(cls, data: bytes, plan: WindowPlan) -> WindowState:

@@ -119,7 +119,7 @@ def test_a_v1_checkpoint_continues_and_equals_the_oracle_and_a_run_from_scratch(
     # What is left (orders 99, payments 98, never evicted) was written in the current format,
     # without __il_tus: each side's time comes from its event-time column.
     after = envelopes(spark, cont)
-    assert after and {e["v"] for e in after} == {2}
+    assert after and {e["v"] for e in after} == {3}
     assert {(e["body"]["times"]["left"], e["body"]["times"]["right"]) for e in after} == {
         ("__il_l2", "__il_r2")}
     # The run kept the checkpoint's binary blob column (Spark refuses another state schema).
@@ -161,7 +161,7 @@ def test_a_v1_checkpoint_continues_and_equals_the_oracle_and_a_run_from_scratch(
     # A new checkpoint holds each blob as base64 text (the default state encoding).
     texts = state_values(spark, scratch)
     assert texts and {type(v) for v in texts} == {str}
-    assert {e["v"] for e in envelopes(spark, scratch)} == {2}
+    assert {e["v"] for e in envelopes(spark, scratch)} == {3}
     assert fresh["commits"] == got["commits"]
     assert Counter(canonical_rows(fresh["joined"])) == Counter(canonical_rows(got["joined"]))
     assert sorted(map(json.dumps, fresh["letters"])) == sorted(map(json.dumps, got["letters"]))

@@ -58,7 +58,7 @@ def test_stored_buffers_leave_out_the_event_time_in_us_and_continue_the_same():
     st = FakeGroupState(watermark_ms=0)
     list(func((0,), iter([frame(plan, [(0, 1, "A", 3), (0, 2, "B", 4), (1, 2, "b", 9)])]), st))
     env = envelope(st)
-    assert env["v"] == blob.CURRENT_VERSION == 2
+    assert env["v"] == blob.CURRENT_VERSION == 3
     assert env["body"]["times"] == {"left": "__il_l1", "right": "__il_r3"}
     for side in ("left", "right"):
         assert ipc_to_table(env["body"][side]).column_names[0] == "__il_m"
@@ -107,4 +107,4 @@ def test_a_version_1_blob_continues_in_the_function_spark_calls():
     want = list(func((0,), iter([frame(plan, more)]), st))
     out = list(func((0,), iter([frame(plan, more)]), old))
     assert out[0].equals(want[0]) and old.value == st.value and old.timeout_ms == st.timeout_ms
-    assert envelope(old)["v"] == 2
+    assert envelope(old)["v"] == blob.CURRENT_VERSION

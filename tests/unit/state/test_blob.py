@@ -31,7 +31,7 @@ def _schemas():
     return buffer_schema(make_golden.LEFT_PAYLOAD), buffer_schema(make_golden.RIGHT_PAYLOAD)
 
 
-@pytest.mark.parametrize("name", ["join_v1.bin", "join_v1_zstd.bin", "join_v2.bin"])
+@pytest.mark.parametrize("name", ["join_v1.bin", "join_v1_zstd.bin", "join_v2.bin", "join_v3.bin"])
 def test_golden_join_blob_of_every_version_decodes_to_the_same_buffers(name):
     data = (GOLDEN / name).read_bytes()
     assert msgpack.unpackb(data)["v"] == int(name[6])
@@ -69,7 +69,7 @@ def test_other_kinds_only_change_version_in_the_migration():
 
 def test_uncompressed_encoding_is_byte_stable_against_the_golden_blob(monkeypatch):
     monkeypatch.setattr(buffers_module, "JOIN_IPC_COMPRESSION", None)
-    data = (GOLDEN / "join_v2.bin").read_bytes()
+    data = (GOLDEN / "join_v3.bin").read_bytes()
     assert encode_join_state(make_golden.golden_buffers(), make_golden.FP,
                              make_golden.TIME_COLUMNS) == data
     # Without the plan's columns the encoder finds the same ones among the timestamp columns.
@@ -106,7 +106,7 @@ def test_blob_round_trips_body_and_checks_kind_and_fingerprint():
 
 def test_newer_version_is_a_clear_error_naming_found_and_supported():
     data = msgpack.packb({"v": 99, "kind": "join", "fp": "x", "body": {}})
-    with pytest.raises(StateVersionError, match=r"version 99.*reads versions \[1, 2\]"):
+    with pytest.raises(StateVersionError, match=r"version 99.*reads versions \[1, 2, 3\]"):
         blob.decode(data, kind="join", fp=None)
 
 
@@ -128,8 +128,8 @@ def test_migration_chain_upgrades_an_old_version_on_read(monkeypatch):
 
     blob.register_migration(0, upgrade_v0_to_v1)
     old = msgpack.packb({"v": 0, "kind": "window", "fp": "f", "body": {"old": 5}})
-    assert blob.decode(old, kind="window", fp="f") == {"renamed": 5}  # then 1 -> 2
-    assert blob.supported_versions() == [0, 1, 2]
+    assert blob.decode(old, kind="window", fp="f") == {"renamed": 5}  # then 1 -> 2 -> 3
+    assert blob.supported_versions() == [0, 1, 2, 3]
 
 
 def test_version_without_a_registered_migration_is_an_error(monkeypatch):
@@ -163,3 +163,45 @@ def test_a_state_value_that_is_not_base64_is_a_decode_error_and_an_unknown_encod
         blob.from_state_value("ab!cd")
     with pytest.raises(ValueError, match="'zip' is not one of"):
         blob.to_state_value(b"x", "zip")
+
+
+
+# --- Format 3: the 2 -> 3 migration and compressed bodies --------------------------------
+
+
+def test_the_v2_to_v3_migration_only_changes_the_version():
+    env = msgpack.unpackb((GOLDEN / "join_v2.bin").read_bytes(), raw=False)
+    assert blob._MIGRATIONS[2](env) == {**env, "v": 3}
+    v3 = msgpack.unpackb((GOLDEN / "join_v3.bin").read_bytes(), raw=False)
+    assert {**env, "v": 3} == v3
+
+
+def test_the_golden_compressed_window_blob_decodes_to_its_body():
+    data = (GOLDEN / make_golden.WINDOW_GOLDEN).read_bytes()
+    env = msgpack.unpackb(data, raw=False)
+    assert (env["v"], env["kind"], env["codec"]) == (3, "window", "zstd")
+    assert isinstance(env["body"], bytes) and env["size"] > len(env["body"]) - 20
+    assert blob.decode(data, kind="window", fp=make_golden.FP) == make_golden.window_body()
+
+
+def test_a_compressed_body_round_trips_is_smaller_and_is_checked_like_a_plain_one():
+    body = {"slots": b"\0" * 50_000, "accs": [[1, 2]], "seq": 9}
+    packed = blob.encode("window", "f", body, compress=True)
+    plain = blob.encode("window", "f", body)
+    assert len(packed) * 20 < len(plain)
+    assert blob.decode(packed, kind="window", fp="f") == body == blob.decode(
+        plain, kind="window", fp="f")
+    with pytest.raises(StateVersionError, match="different spec"):
+        blob.decode(packed, kind="window", fp="g")
+    with pytest.raises(StateDecodeError, match="not 'join'"):
+        blob.decode(packed, kind="join", fp="f")
+
+
+def test_a_compressed_body_that_is_damaged_or_of_an_unknown_codec_is_a_decode_error():
+    env = msgpack.unpackb(blob.encode("window", "f", {"seq": 1}, compress=True), raw=False)
+    bad = {**env, "body": env["body"][:-3]}
+    with pytest.raises(StateDecodeError, match="zstd body does not decompress"):
+        blob.decode(msgpack.packb(bad, use_bin_type=True), kind="window", fp="f")
+    other = {**env, "codec": "brotli"}
+    with pytest.raises(StateDecodeError, match="body codec 'brotli'"):
+        blob.decode(msgpack.packb(other, use_bin_type=True), kind="window", fp="f")
