@@ -165,3 +165,42 @@ def test_a_v1_checkpoint_continues_and_equals_the_oracle_and_a_run_from_scratch(
     assert fresh["commits"] == got["commits"]
     assert Counter(canonical_rows(fresh["joined"])) == Counter(canonical_rows(got["joined"]))
     assert sorted(map(json.dumps, fresh["letters"])) == sorted(map(json.dumps, got["letters"]))
+
+
+def test_the_python_api_continues_an_old_checkpoint_with_the_binary_setting_only(
+        tmp_path, spark):
+    """Without ``interlace run``'s detection, the state encoding is the session's setting:
+    the default (base64 text) is refused by Spark on the fixture's binary state column,
+    naming both types; ``spark.interlace.state.encoding = binary`` continues it."""
+    from interlace.operators.common.shim import STATE_ENCODING_CONF
+    from interlace.preflight import preflight
+    from interlace.runner import build_query_input
+
+    folder = tmp_path / "api"
+    folder.mkdir()
+    make_fixture.unpack(FIXTURE, folder)
+    shutil.copytree(FIXTURE / "later", folder / "in")
+    make_fixture.set_mtimes(folder / "in")
+    pipeline = preflight(folder / "p.toml", base=folder)
+    batches: list[int] = []
+
+    def continue_with_the_api() -> None:
+        out = build_query_input(spark, pipeline, base=folder)
+        query = (out.writeStream.foreachBatch(lambda df, b: batches.append(b) or df.collect())
+                 .option("checkpointLocation", str(pipeline.checkpoint_folder(folder)))
+                 .trigger(availableNow=True).start())
+        query.awaitTermination()
+
+    assert spark.conf.get(STATE_ENCODING_CONF, None) is None
+    with pytest.raises(Exception, match=r"(?s)STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE.*"
+                                        r"blob,BinaryType.*blob,StringType"):
+        continue_with_the_api()
+    assert batches == []
+    spark.conf.set(STATE_ENCODING_CONF, "binary")
+    try:
+        continue_with_the_api()
+    finally:
+        spark.conf.unset(STATE_ENCODING_CONF)
+    assert batches and min(batches) == 3
+    assert {type(v) for v in state_values(spark, folder)} == {bytes}
+    assert {e["v"] for e in envelopes(spark, folder)} == {3}
