@@ -365,6 +365,9 @@ def draw(points: list[Point], path: Path) -> None:
         ax.set(xscale="log", yscale="log", xlabel=xlabel, ylabel="ms per micro-batch",
                title=f"time per micro-batch vs {axis}")
         ax.grid(True, which="both", alpha=0.3)
+        if not any(p.axis == axis for p in points):
+            ax.text(0.5, 0.5, f"no {axis} sweep in these points", ha="center",
+                    transform=ax.transAxes)
     ax = axes[2]
     for (store, name, role) in {(p.store, p.workload, p.role) for p in points}:
         ps = sorted((p for p in points if (p.store, p.workload, p.role) == (store, name, role)
