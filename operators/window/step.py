@@ -49,8 +49,9 @@ class WindowState:
         """No windows."""
         return cls(plan.slot_schema.empty_table(), [a.accumulator().init(0) for a in plan.aggs], 0)
 
-    def encode(self, plan: WindowPlan) -> bytes:
-        """Encode as a ``window`` blob, its body zstd-compressed (format 3)."""
+    def encode(self, plan: WindowPlan, *, compress: bool = True) -> bytes:
+        """Encode as a ``window`` blob, its body zstd-compressed (format 3) unless not
+        ``compress`` (state sizing measures the uncompressed bytes; both decode alike)."""
         body = {
             "slots": table_to_ipc(self.slots),
             "accs": [
@@ -58,7 +59,7 @@ class WindowState:
             ],
             "seq": int(self.seq),
         }
-        return blob.encode("window", plan.fp, body, compress=True)
+        return blob.encode("window", plan.fp, body, compress=compress)
 
     @classmethod
     def decode(cls, data: bytes, plan: WindowPlan) -> WindowState:
