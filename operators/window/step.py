@@ -50,8 +50,11 @@ class WindowState:
         return cls(plan.slot_schema.empty_table(), [a.accumulator().init(0) for a in plan.aggs], 0)
 
     def encode(self, plan: WindowPlan, *, compress: bool = True) -> bytes:
-        """Encode as a ``window`` blob, its body zstd-compressed (format 3) unless not
-        ``compress`` (state sizing measures the uncompressed bytes; both decode alike)."""
+        """Encode as a ``window`` blob, its body zstd-compressed (format 3).
+
+        ``compress=False`` writes the plain body (state sizing measures its bytes); both
+        decode alike.
+        """
         body = {
             "slots": table_to_ipc(self.slots),
             "accs": [
