@@ -250,7 +250,6 @@ def run_pipeline(
             source or target found while the query is built.
     """
     from interlace.metrics import PipelineMetrics, counters, spark_dropped_rows
-    from interlace.operators.common.shim import STATE_ENCODING_CONF
     from interlace.pipeline.kinds import join_kind
     from interlace.session import local_session, state_store_conf
     from interlace.targets import make_target
@@ -274,8 +273,7 @@ def run_pipeline(
         for k, v in {**settings, **dict(s.conf or {})}.items():
             spark.conf.set(k, v)
     acc = counters(spark)
-    configured = dict(s.conf or {}).get(STATE_ENCODING_CONF)
-    with state_encoding_for(spark, pipeline.checkpoint_folder(base), configured):
+    with state_encoding_for(spark, pipeline.checkpoint_folder(base)):
         out = build_query_input(spark, pipeline, base=base, counters=acc)
     kind = "join" if pipeline.join is not None else "window"
     spec = pipeline.join if pipeline.join is not None else pipeline.window

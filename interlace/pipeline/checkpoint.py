@@ -140,8 +140,8 @@ def stored_state_encoding(folder: Path) -> str | None:
     state = Path(folder) / "state"
     if not state.is_dir():
         return None
-    files = sorted(state.glob("*/*/_metadata/schema")) + sorted(state.glob("*/_stateSchema/**/*"))
-    for f in files:
+    # state/<operator>/<partition>/_metadata/schema, under either state store provider.
+    for f in sorted(state.glob("*/*/_metadata/schema")):
         found = _BLOB_TYPE.search(f.read_bytes()) if f.is_file() else None
         if found:
             return "binary" if found.group(1) == b"binary" else "base64"
@@ -149,17 +149,19 @@ def stored_state_encoding(folder: Path) -> str | None:
 
 
 @contextlib.contextmanager
-def state_encoding_for(spark: Any, folder: Path, configured: str | None) -> Iterator[str]:
+def state_encoding_for(spark: Any, folder: Path) -> Iterator[str]:
     """Build a query with the state encoding checkpoint ``folder`` needs, then restore.
 
     The checkpoint's own encoding wins (Spark refuses another state schema); a new checkpoint
-    takes ``configured`` (the pipeline's ``[spark.conf]``) or the session's setting. The
-    session's setting is put back afterwards: operators read it when they are built.
+    takes the session's setting (where ``interlace run`` has put the pipeline's
+    ``[spark.conf]``), else the default. The session's setting is put back afterwards:
+    operators read it when they are built.
     """
     from interlace.operators.common.shim import STATE_ENCODING_CONF
+    from interlace.state.blob import DEFAULT_STATE_ENCODING
 
     before = spark.conf.get(STATE_ENCODING_CONF, None)
-    chosen = stored_state_encoding(folder) or configured or before or "base64"
+    chosen = stored_state_encoding(folder) or before or DEFAULT_STATE_ENCODING
     spark.conf.set(STATE_ENCODING_CONF, chosen)
     try:
         yield chosen

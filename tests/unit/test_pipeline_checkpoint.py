@@ -158,22 +158,21 @@ def test_a_query_is_built_with_the_checkpoint_encoding_and_the_session_setting_i
 
     _schema_file(tmp_path / "old", "binary")
     spark = _Session()
-    # The checkpoint wins over what the pipeline asks for (Spark refuses another schema).
-    with state_encoding_for(spark, tmp_path / "old", "base64") as chosen:
+    with state_encoding_for(spark, tmp_path / "old") as chosen:
         assert chosen == "binary" and spark.conf.get(STATE_ENCODING_CONF) == "binary"
     assert STATE_ENCODING_CONF not in spark.conf.values
-    # A new checkpoint: the pipeline's setting, else the session's, else base64.
-    with state_encoding_for(spark, tmp_path / "fresh", "binary") as chosen:
-        assert chosen == "binary"
-    spark = _Session({STATE_ENCODING_CONF: "binary"})
-    with state_encoding_for(spark, tmp_path / "fresh", None) as chosen:
-        assert chosen == "binary"
-    with state_encoding_for(_Session(), tmp_path / "fresh", None) as chosen:
-        assert chosen == "base64"
+    # The checkpoint wins over the session's setting (where interlace run puts the pipeline's
+    # [spark.conf]): Spark refuses another state schema. The setting is restored afterwards.
     spark = _Session({STATE_ENCODING_CONF: "base64"})
-    with state_encoding_for(spark, tmp_path / "old", None):
-        pass
+    with state_encoding_for(spark, tmp_path / "old") as chosen:
+        assert chosen == "binary" and spark.conf.get(STATE_ENCODING_CONF) == "binary"
     assert spark.conf.get(STATE_ENCODING_CONF) == "base64"
+    # A new checkpoint: the session's setting, else base64.
+    spark = _Session({STATE_ENCODING_CONF: "binary"})
+    with state_encoding_for(spark, tmp_path / "fresh") as chosen:
+        assert chosen == "binary"
+    with state_encoding_for(_Session(), tmp_path / "fresh") as chosen:
+        assert chosen == "base64"
 
 
 def test_an_unknown_state_encoding_setting_is_a_config_error_naming_the_setting():
