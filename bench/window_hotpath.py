@@ -175,6 +175,18 @@ def blob_size(data: hw.WindowData, key_groups: int) -> BlobSize:
                     int(hll.sparse_index.shape[0]), int(hll.dense.shape[0]))
 
 
+def _print_hot_path(data: hw.WindowData, kind: str, kgs: list[int], args: Any) -> None:
+    for kg in kgs:
+        hp = hot_path(data, kg, args.repeat, args.profile and kg == kgs[0])
+        print(f"[hot path] {kind}, {hp.rows:,} rows (emits {hp.out_rows:,}, keeps "
+              f"{hp.slots_after:,} slots): one call {hp.one_call_ns:,.0f} ns/row; {kg} key-group "
+              f"calls {hp.per_group_step_ns:,.0f} ns/row, + decode/encode "
+              f"{hp.per_group_full_ns:,.0f} ns/row (decode {hp.decode_ns:,.0f}, encode "
+              f"{hp.encode_ns:,.0f})")
+        if hp.profile:
+            print(hp.profile)
+
+
 def main(argv: list[str] | None = None) -> int:
     from interlace.state.keygroups import DEFAULT_KEY_GROUPS
 
@@ -186,21 +198,15 @@ def main(argv: list[str] | None = None) -> int:
                     help="comma list of key_groups to time (default: the library default)")
     ap.add_argument("--repeat", type=int, default=5, help="timings per figure, best kept")
     ap.add_argument("--profile", action="store_true", help="cProfile the hot path")
+    ap.add_argument("--kinds", default="tumbling",
+                    help="comma list of window kinds to time: tumbling, hopping, session")
     ap.add_argument("--seed", type=int, default=Size().seed)
     args = ap.parse_args(argv)
     reg = load()
     size = Size(args.rows, args.batches, args.keys, seed=args.seed)
     kgs = [int(x) for x in args.key_groups.split(",") if x.strip()]
-    tumbling = reg["window-tumbling"].generate(size)
-    for kg in kgs:
-        hp = hot_path(tumbling, kg, args.repeat, args.profile and kg == kgs[0])
-        print(f"[hot path] tumbling, {hp.rows:,} rows (emits {hp.out_rows:,}, keeps "
-              f"{hp.slots_after:,} slots): one call {hp.one_call_ns:,.0f} ns/row; {kg} key-group "
-              f"calls {hp.per_group_step_ns:,.0f} ns/row, + decode/encode "
-              f"{hp.per_group_full_ns:,.0f} ns/row (decode {hp.decode_ns:,.0f}, encode "
-              f"{hp.encode_ns:,.0f})")
-        if hp.profile:
-            print(hp.profile)
+    for kind in [k.strip() for k in args.kinds.split(",") if k.strip()]:
+        _print_hot_path(reg[f"window-{kind}"].generate(size), kind, kgs, args)
     for name in ("window-tumbling", "window-hopping", "window-session"):
         b = blob_size(reg[name].generate(size), kgs[0])
         s = max(b.slots, 1)

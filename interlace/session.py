@@ -7,7 +7,13 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["STATE_STORES", "local_session", "state_store_conf"]
+__all__ = [
+    "ARROW_BATCH_KEY",
+    "ARROW_BATCH_ROWS",
+    "STATE_STORES",
+    "local_session",
+    "state_store_conf",
+]
 
 _STATE = "org.apache.spark.sql.execution.streaming.state."
 #: The state store providers interlace is tested on, by the name ``state_store`` takes.
@@ -17,6 +23,12 @@ STATE_STORES = {
 }
 PROVIDER_KEY = "spark.sql.streaming.stateStore.providerClass"
 CHANGELOG_KEY = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
+#: Rows per Arrow batch that Spark sends to a Python worker. Spark cuts a key group's rows into
+#: chunks of this many and hands the group's whole state over again with every chunk
+#: (``ApplyInPandasWithStateWriter``), so at large micro-batches the default 10,000 repeats a
+#: large state many times; :func:`local_session` raises it (docs/deploy.md, "Arrow batch size").
+ARROW_BATCH_KEY = "spark.sql.execution.arrow.maxRecordsPerBatch"
+ARROW_BATCH_ROWS = 100_000
 
 
 def state_store_conf(
@@ -66,7 +78,10 @@ def local_session(
 
     Sets ``PYSPARK_PYTHON`` (and the driver's) to the running interpreter so Python workers
     import the same interlace, turns the UI and console progress bar off, uses UTC as the
-    session time zone and a small number of shuffle partitions.
+    session time zone and a small number of shuffle partitions, and sends Python workers
+    Arrow batches of up to 100,000 rows (``spark.sql.execution.arrow.maxRecordsPerBatch``;
+    with Spark's default of 10,000, Spark hands a key group's state over once per 10,000 of
+    its rows: docs/deploy.md, "Arrow batch size").
 
     With ``remote``, returns a new Spark Connect session of the server at that ``sc://`` URL
     instead (needs ``pip install 'interlace[connect]'``; docs/deploy.md, "Spark Connect"): only
@@ -97,6 +112,7 @@ def local_session(
         "spark.sql.shuffle.partitions": str(shuffle_partitions),
         "spark.sql.session.timeZone": "UTC",
         "spark.sql.execution.arrow.pyspark.enabled": "true",
+        ARROW_BATCH_KEY: str(ARROW_BATCH_ROWS),
         "spark.driver.memory": "2g",
         "spark.sql.streaming.forceDeleteTempCheckpointLocation": "true",
     }
