@@ -4,15 +4,17 @@ Run (from the repository root; no JVM, about 30 s)::
 
     .venv/bin/python bench/window_hotpath.py            # hot path + state sizes
     .venv/bin/python bench/window_hotpath.py --profile  # + a cProfile of the hot path
+    .venv/bin/python bench/window_hotpath.py --kinds tumbling,hopping,session  # each kind
 
 On the window workloads' data (bench/harness/windows.py: 4 micro-batches x 100,000 rows,
 10,000 keys, 120 s per micro-batch, the six aggregations):
 
 * Hot path: ``step_window`` timed directly (CPU time, best of 5) on the last full micro-batch
-  of tumbling 1 min, on the state left by the ones before and with Spark's watermark, so the
-  call both ingests the rows and emits the windows that close: as one call over all keys, and
-  as ``key_groups`` calls (what Spark makes), with and without the blob decode/encode that
-  ``WindowFunction`` adds.
+  of tumbling 1 min (``--kinds``: also hopping 1 min / 10 s and session, gap 30 s), on the
+  state left by the ones before and with Spark's watermark, so the call both ingests the
+  rows and emits the windows that close: as one call over all keys, and as ``key_groups``
+  calls (what Spark makes), with and without the blob decode/encode that ``WindowFunction``
+  adds.
 * Encoded state: key group 0's ``WindowState.encode`` after the last full micro-batch, bytes
   per (window, key) slot and per part, for each window workload.
 
