@@ -44,6 +44,44 @@ def spark():
 
 
 
+class ArrowChunks:
+    """Cut key groups into Arrow chunks of ``rows`` (``spark.sql.execution.arrow.
+    maxRecordsPerBatch``, for the queries a test starts; restored after it), and run an
+    operator with its function wrapped to count the calls that got more than one frame."""
+
+    def __init__(self, spark):
+        self.spark = spark
+        self.several = spark.sparkContext.accumulator(0)
+
+    def rows(self, rows):
+        from interlace.session import ARROW_BATCH_KEY
+
+        self.spark.conf.set(ARROW_BATCH_KEY, str(rows))
+
+    def apply(self, op):
+        from pyspark.sql.streaming.state import GroupStateTimeout
+
+        func, several = op.func, self.several
+
+        def counting(key, frames, state):
+            frames = list(frames)
+            several.add(int(len(frames) > 1))
+            yield from func(key, iter(frames), state)
+
+        return op.prepared.groupBy(*op.group_columns).applyInPandasWithState(
+            counting, op.output_schema, op.state_schema, "append",
+            GroupStateTimeout.EventTimeTimeout)
+
+
+@pytest.fixture
+def arrow_chunks(spark):
+    from interlace.session import ARROW_BATCH_KEY
+
+    before = spark.conf.get(ARROW_BATCH_KEY)
+    yield ArrowChunks(spark)
+    spark.conf.set(ARROW_BATCH_KEY, before)
+
+
 #: The state store providers the replay tests run on (SEMANTICS §5; issue 10): Spark's default,
 #: RocksDB, and RocksDB with changelog checkpointing; each with the file suffix its checkpoint
 #: must hold (so a test proves which provider ran) and the suffixes it must not.

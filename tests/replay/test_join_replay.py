@@ -296,41 +296,18 @@ def test_sides_of_other_shapes_share_slots_and_match_oracle(spark, tmp_path):
     assert any(r["right_method"] == "card" for r in rows)
 
 
-def test_a_key_group_cut_into_arrow_chunks_matches_oracle(spark, tmp_path):
+def test_a_key_group_cut_into_arrow_chunks_matches_oracle(spark, arrow_chunks, tmp_path):
     """Spark cuts a key group's rows into chunks of ``spark.sql.execution.arrow.
     maxRecordsPerBatch`` rows and calls the function once with all of them, one frame per chunk
     (local_session raises the setting to 100,000, so the other tests see one frame). With 3
-    rows per chunk, every call with rows sees several frames; the output is still the oracle's."""
-    from pyspark.sql.streaming.state import GroupStateTimeout
-
-    from interlace.session import ARROW_BATCH_KEY
-
+    rows per chunk, the calls with rows see several frames; the output is still the oracle's."""
     spec = Join(left_keys=["id"], right_keys=["id"], how="full", time_window_ms=4_000,
                 event_time_column="ts", key_groups=2)
     log = random_in_order_log(seed=21, n_batches=3)
-    calls = spark.sparkContext.accumulator(0)
-    chunked = spark.sparkContext.accumulator(0)
-
-    def cut(left, right):
-        op = prepare_join(left, right, spec)
-        func = op.func
-
-        def counting(key, frames, state):
-            frames = list(frames)
-            calls.add(1)
-            chunked.add(int(len(frames) > 1))
-            yield from func(key, iter(frames), state)
-
-        return op.prepared.groupBy(*op.group_columns).applyInPandasWithState(
-            counting, op.output_schema, op.state_schema, "append",
-            GroupStateTimeout.EventTimeTimeout)
-
-    before = spark.conf.get(ARROW_BATCH_KEY)
-    spark.conf.set(ARROW_BATCH_KEY, "3")
-    try:
-        result = replay_join(spark, log, SCHEMA, SCHEMA, cut, workdir=tmp_path)
-    finally:
-        spark.conf.set(ARROW_BATCH_KEY, before)
+    arrow_chunks.rows(3)
+    result = replay_join(spark, log, SCHEMA, SCHEMA,
+                         lambda left, right: arrow_chunks.apply(prepare_join(left, right, spec)),
+                         workdir=tmp_path)
     assert_matches_oracle(result, log, spec, list(COLS), list(COLS))
-    # 50 rows per micro-batch over 2 key groups: the data calls came in several chunks.
-    assert chunked.value >= 3 and calls.value > chunked.value - 1
+    # 50 rows per micro-batch over 2 key groups: every data micro-batch's calls got chunks.
+    assert arrow_chunks.several.value >= 3

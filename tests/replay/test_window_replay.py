@@ -285,42 +285,20 @@ def test_processing_time_matches_oracle(spark, tmp_path):
     assert emitted == Counter({"a": 3, "b": 2, "c": 1})
 
 
-def test_a_key_group_cut_into_arrow_chunks_matches_oracle(spark, tmp_path):
+def test_a_key_group_cut_into_arrow_chunks_matches_oracle(spark, arrow_chunks, tmp_path):
     """One row per Arrow chunk (``spark.sql.execution.arrow.maxRecordsPerBatch=1``): Spark
     calls the function with one frame per row of the key group and one state; the output,
     late rows and dead letters included, is still the oracle's (local_session raises the
     setting to 100,000, so the other tests see one frame per call)."""
-    from pyspark.sql.streaming.state import GroupStateTimeout
-
-    from interlace.session import ARROW_BATCH_KEY
-
     spec = Window(kind="hopping", duration_ms=10_000, hop_ms=4_000, event_time_column="ts",
                   group_by=["user"], lateness_ms=2_000, late_data="dlq",
                   max_groups_per_window=100, aggregations=AGGS, key_groups=1)
     log = messy_log()
-    chunked = spark.sparkContext.accumulator(0)
-
-    def cut(frames_in):
-        op = prepare_window(frames_in["events"], spec)
-        func = op.func
-
-        def counting(key, frames, state):
-            frames = list(frames)
-            chunked.add(int(len(frames) > 1))
-            yield from func(key, iter(frames), state)
-
-        return op.prepared.groupBy(*op.group_columns).applyInPandasWithState(
-            counting, op.output_schema, op.state_schema, "append",
-            GroupStateTimeout.EventTimeTimeout)
-
-    before = spark.conf.get(ARROW_BATCH_KEY)
-    spark.conf.set(ARROW_BATCH_KEY, "1")
-    try:
-        result = replay_streams(spark, {"events": (SCHEMA, [list(b.rows) for b in log])}, cut,
-                                workdir=tmp_path)
-    finally:
-        spark.conf.set(ARROW_BATCH_KEY, before)
+    arrow_chunks.rows(1)
+    result = replay_streams(spark, {"events": (SCHEMA, [list(b.rows) for b in log])},
+                            lambda f: arrow_chunks.apply(prepare_window(f["events"], spec)),
+                            workdir=tmp_path)
     want = assert_matches_oracle(result, log, spec)
     assert want.rows and want.dead_lettered
     # Every data micro-batch has 2 or 3 rows, all in the one key group.
-    assert chunked.value >= len(log)
+    assert arrow_chunks.several.value >= len(log)
