@@ -59,7 +59,7 @@ class ArrowChunks:
         self.spark.conf.set(ARROW_BATCH_KEY, str(rows))
 
     def apply(self, op):
-        from pyspark.sql.streaming.state import GroupStateTimeout
+        import dataclasses
 
         func, several = op.func, self.several
 
@@ -68,9 +68,7 @@ class ArrowChunks:
             several.add(int(len(frames) > 1))
             yield from func(key, iter(frames), state)
 
-        return op.prepared.groupBy(*op.group_columns).applyInPandasWithState(
-            counting, op.output_schema, op.state_schema, "append",
-            GroupStateTimeout.EventTimeTimeout)
+        return dataclasses.replace(op, func=counting).apply()
 
 
 @pytest.fixture
