@@ -80,6 +80,7 @@ def test_the_session_is_a_connect_client_set_up_like_local_session(connect_spark
     assert type(connect_spark).__module__ == "pyspark.sql.connect.session"
     assert connect_spark.conf.get("spark.sql.session.timeZone") == "UTC"
     assert connect_spark.conf.get("spark.sql.shuffle.partitions") == "2"
+    assert connect_spark.conf.get("spark.sql.execution.arrow.maxRecordsPerBatch") == "100000"
 
 
 def late_join_log():

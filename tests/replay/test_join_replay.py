@@ -296,6 +296,17 @@ def test_sides_of_other_shapes_share_slots_and_match_oracle(spark, tmp_path):
     assert any(r["right_method"] == "card" for r in rows)
 
 
+def test_local_session_sets_arrow_chunks_of_100000_rows_and_user_conf_wins(spark, arrow_chunks):
+    """``local_session`` (so ``interlace run``) raises Spark's 10,000 rows per Arrow chunk to
+    100,000 (docs/deploy.md, "Arrow batch size"); a user's ``conf`` entry wins over it."""
+    from interlace import local_session
+    from interlace.session import ARROW_BATCH_KEY
+
+    assert spark.conf.get(ARROW_BATCH_KEY) == "100000"
+    again = local_session("interlace-tests", shuffle_partitions=2, conf={ARROW_BATCH_KEY: "5000"})
+    assert again.conf.get(ARROW_BATCH_KEY) == "5000"
+
+
 def test_a_key_group_cut_into_arrow_chunks_matches_oracle(spark, arrow_chunks, tmp_path):
     """Spark cuts a key group's rows into chunks of ``spark.sql.execution.arrow.
     maxRecordsPerBatch`` rows and calls the function once with all of them, one frame per chunk
