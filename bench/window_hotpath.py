@@ -203,9 +203,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--kinds", default="tumbling",
                     help="comma list of window kinds to time: tumbling, hopping, session")
     ap.add_argument("--seed", type=int, default=Size().seed)
+    ap.add_argument("--fixed-rate", action="store_true",
+                    help="event time per micro-batch grows with --rows (bench/curves.py's shape)")
     args = ap.parse_args(argv)
     reg = load()
-    size = Size(args.rows, args.batches, args.keys, seed=args.seed)
+    size = Size(args.rows, args.batches, args.keys, seed=args.seed, fixed_rate=args.fixed_rate)
     kgs = [int(x) for x in args.key_groups.split(",") if x.strip()]
     for kind in [k.strip() for k in args.kinds.split(",") if k.strip()]:
         _print_hot_path(reg[f"window-{kind}"].generate(size), kind, kgs, args)

@@ -78,6 +78,7 @@ class Engine:
     RocksDB. ``conf``: settings for this engine's queries only. ``key_groups``: interlace's
     (``None``: the workload's default). ``exact``: a native that must give interlace's output
     row for row (timed runs compare checksums); table joins' natives answer other questions.
+    ``floor_emits``: a floor that emits (constant) rows, so its check is that it did.
     """
 
     name: str
@@ -90,6 +91,7 @@ class Engine:
     exact: bool = True
     before: Callable[[], None] | None = None
     after: Callable[[Any], None] | None = None
+    floor_emits: bool = False
 
     def __post_init__(self) -> None:
         if self.role not in ROLES:

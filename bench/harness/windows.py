@@ -210,6 +210,15 @@ def build_floor(ctx: Context) -> Any:
     return floor_on(prepare_window(source(ctx), spec(ctx.data.kind, ctx.key_groups)))
 
 
+def build_floor_out(ctx: Context) -> Any:
+    """The floor that also emits the workload's output rows per input row (its oracle's)."""
+    from harness.floor import floor_on
+    from interlace import prepare_window
+
+    ratio = len(oracle(ctx.data)) / max(ctx.data.input_rows, 1)
+    return floor_on(prepare_window(source(ctx), spec(ctx.data.kind, ctx.key_groups)), ratio)
+
+
 def native(src: Any, kind: Kind, rsd: float | None) -> Any:
     """Spark's windowed aggregation of ``src`` with the same windows and aggregations."""
     from pyspark.sql import functions as F
@@ -234,11 +243,12 @@ def build_native(ctx: Context) -> Any:
 
 
 def engines(options: Mapping[str, Any]) -> list[Engine]:
-    """Native, interlace, and (``floor``) the no-op floor."""
+    """Native, interlace, and (``floor``) the no-op floor and the floor that emits rows."""
     out = [Engine("native", "native", build_native, COLUMNS),
            Engine("interlace", "interlace", build_interlace, COLUMNS)]
     if options.get("floor"):
         out.append(Engine("floor", "floor", build_floor, COLUMNS))
+        out.append(Engine("floor-out", "floor", build_floor_out, COLUMNS, floor_emits=True))
     return out
 
 

@@ -247,6 +247,45 @@ def test_timed_failures_catch_repeats_engines_and_the_floor() -> None:
     assert out == ["x/native: count/checksum [(5, 2)] differ from interlace's [(5, 1)]"]
 
 
+def test_the_window_floor_out_emits_its_ratio_of_rows_in_the_output_schema() -> None:
+    from harness.floor import FloorFunction
+    from pyspark.sql import types as T
+
+    class State:
+        def __init__(self) -> None:
+            self.value = None
+
+        def update(self, v: tuple) -> None:
+            self.value = v
+
+        def getCurrentWatermarkMs(self) -> int:  # noqa: N802 (GroupState's name)
+            return 5
+
+        def setTimeoutTimestamp(self, ms: int) -> None:  # noqa: N802
+            self.timeout = ms
+
+    schema = T.StructType([T.StructField("window_start", T.TimestampType()),
+                           T.StructField("k", T.LongType()), T.StructField("a", T.DoubleType()),
+                           T.StructField("g", T.StringType())])
+    frames = [pd.DataFrame({"x": range(7)}), pd.DataFrame({"x": range(3)})]
+    out = list(FloorFunction(0.5, schema)("key", iter(frames), State()))
+    assert [list(f.columns) for f in out] == [["window_start", "k", "a", "g"]]
+    assert len(out[0]) == 5 and str(out[0]["window_start"].dtype) == "datetime64[ns]"
+    assert list(FloorFunction()("key", iter(frames), State())) == []
+    engines = {e.name: e for e in windows.engines({"floor": True})}
+    assert engines["floor"].role == engines["floor-out"].role == "floor"
+    assert engines["floor-out"].floor_emits and not engines["floor"].floor_emits
+    w = REGISTRY["window-tumbling"]
+    data = w.generate(TINY)
+    truth = windows.oracle(data)
+    frames_by = {"native": truth, "interlace": truth, "floor": truth.iloc[0:0],
+                 "floor-out": truth.iloc[0:0]}
+    roles = {"native": "native", "interlace": "interlace", "floor": "floor", "floor-out": "floor"}
+    failed = [c.what for c in cli._verify(w, data, frames_by, {}, roles, {"floor-out"})
+              if c.failed]
+    assert failed == ["floor-out: emits rows"]
+
+
 def test_state_and_watermark_come_from_the_progress() -> None:
     p = {"batchId": 3, "eventTime": {"watermark": "2026-03-02T09:00:05.000Z"},
          "stateOperators": [
