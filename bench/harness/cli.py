@@ -61,6 +61,9 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--sweep", default="", help="more interlace key_groups to time, e.g. 8,32")
     ap.add_argument("--floor", action="store_true",
                     help="add the no-op applyInPandasWithState floor where a workload has one")
+    ap.add_argument("--engines", default="",
+                    help="comma list: run only these engines (e.g. 'interlace' for an A/B/A of "
+                         "a setting whose native run takes minutes); default all")
     ap.add_argument("--variant", action="append", default=[], metavar="NAME",
                     help="join shim variant from bench/join_variants.py beside interlace")
     ap.add_argument("--native-rsd", type=float, help="native approx_count_distinct rsd (0.05)")
@@ -89,8 +92,9 @@ def default_label(workloads: list[Workload], stores: list[str], quick: bool) -> 
 def plan_engines(w: Workload, options: dict[str, Any], formats: list[int] | None,
                  sweep: list[int], key_groups: int) -> list[Engine]:
     """The workload's engines on one store: stream-join natives once per join state format
-    in ``formats`` (``None``: the default, unnamed), interlace at each ``sweep`` key_groups.
-    Every engine gets a verification run (which also starts its Python workers)."""
+    in ``formats`` (``None``: the default, unnamed), interlace at each ``sweep`` key_groups;
+    only those named in ``options["engines"]`` when it is given. Every engine gets a
+    verification run (which also starts its Python workers)."""
     out: list[Engine] = []
     for e in w.engines(options):
         if e.role == "native" and e.stream_join and formats:
@@ -102,7 +106,8 @@ def plan_engines(w: Workload, options: dict[str, Any], formats: list[int] | None
         if e.name == "interlace":
             out += [dataclasses.replace(e, name=f"interlace@kg{k}", key_groups=k)
                     for k in sweep if k != key_groups]
-    return out
+    only = options.get("engines")
+    return [e for e in out if e.name.partition("@")[0] in only] if only else out
 
 
 def join_formats(spark: Any, arg: str, stores: list[str], work: Path,
@@ -138,7 +143,8 @@ def main(argv: list[str] | None = None) -> int:
         parser().error(f"--stores: choose from {', '.join(hspark.STORES)} (got {args.stores!r})")
     repeat = args.repeat if args.repeat is not None else (1 if args.quick else 3)
     size = Size(args.rows, args.batches, args.keys, args.quick, args.seed, args.resolution_us)
-    options = {"floor": args.floor, "variants": args.variant, "native_rsd": args.native_rsd}
+    options = {"floor": args.floor, "variants": args.variant, "native_rsd": args.native_rsd,
+               "engines": {e.strip() for e in args.engines.split(",") if e.strip()}}
     sweep = [int(x) for x in args.sweep.split(",") if x.strip()]
     label = args.label or default_label(workloads, stores, args.quick)
     out_dir = Path(args.out_dir) if args.out_dir else (

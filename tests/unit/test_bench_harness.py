@@ -209,6 +209,15 @@ def test_plan_runs_each_stream_join_native_once_per_join_format_under_rocksdb() 
                                                 ("floor", "floor")]
 
 
+def test_engines_option_runs_only_the_named_engines() -> None:
+    only = cli.plan_engines(REGISTRY["join-hot"], {"floor": True, "engines": {"interlace"}},
+                            None, [8], 4)
+    assert [e.name for e in only] == ["interlace", "interlace@kg8"]
+    everything = cli.plan_engines(REGISTRY["join-hot"], {"floor": True, "engines": set()},
+                                  None, [], 4)
+    assert [e.name for e in everything] == ["native", "interlace", "floor"]
+
+
 def test_verification_runs_once_per_join_format_and_checks_the_extras() -> None:
     w = REGISTRY["join-10k"]
     data = w.generate(Size(rows=200, batches=1, keys=20))

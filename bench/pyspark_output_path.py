@@ -1,0 +1,81 @@
+"""What PySpark's ``applyInPandasWithState`` output path costs per output row, without Spark.
+
+Run (from the repository root; any interpreter with pandas, e.g. to compare pandas lines)::
+
+    .venv/bin/python bench/pyspark_output_path.py [--rows 100000] [--states 4] [--repeat 5]
+
+PySpark 4.3's worker (``pyspark/worker.py``, ``construct_record_batch`` inside ``read_udfs``
+for ``SQL_GROUPED_MAP_PANDAS_UDF_WITH_STATE``) sends the rows a function yields and one
+state row per key group in one Arrow batch. Arrow needs equal column lengths, so before
+converting it:
+
+* builds a count frame from two Python lists of ``max(rows, states)`` ints;
+* pads the state frame (``states`` one-row frames) with an empty frame of ``rows - states``
+  rows (four ``object`` columns, all NaN) and ``pd.concat``-s them.
+
+This script repeats those statements (same calls, same arguments) for a batch of ``--rows``
+output rows and prints the CPU microseconds per output row of each. They do not depend on
+what the function computed, so every ``applyInPandasWithState`` operator pays them for each
+row it emits, and a no-op function that emits nothing (the floor) does not. docs/performance.md
+("The output floor") quotes its figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+import pandas as pd
+
+
+def _state_row() -> pd.DataFrame:
+    """One key group's state row as ``construct_state_pdf`` builds it."""
+    return pd.DataFrame.from_dict({
+        "properties": [b'{"timeoutMs": -1}'], "keyRowAsUnsafe": [b"\0" * 16],
+        "object": [b"\0" * 64], "oldTimeoutTimestamp": [-1]})
+
+
+def count_frame(rows: int, states: int) -> pd.DataFrame:
+    """``count_pdf``: the data and state counts, repeated on every row."""
+    n = max(1, max(rows, states))
+    return pd.DataFrame.from_dict({"dataCount": [rows] * n, "stateCount": [states] * n})
+
+
+def padded_state(rows: int, states: list[pd.DataFrame]) -> pd.DataFrame:
+    """``merged_state_pdf``: the state rows padded with empty rows to the data's length."""
+    n = max(1, max(rows, len(states)))
+    empty = pd.DataFrame(columns=["properties", "keyRowAsUnsafe", "object",
+                                  "oldTimeoutTimestamp"],
+                         index=[x for x in range(0, n - len(states))])
+    return pd.concat([*states, empty], ignore_index=True)
+
+
+def _cpu_us_per_row(fn: object, rows: int, repeat: int) -> float:
+    best = float("inf")
+    for _ in range(repeat):
+        t = time.process_time()
+        fn()  # type: ignore[operator]
+        best = min(best, time.process_time() - t)
+    return best / rows * 1e6
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rows", type=int, default=100_000, help="output rows in the Arrow batch")
+    ap.add_argument("--states", type=int, default=4, help="key groups (state rows) in it")
+    ap.add_argument("--repeat", type=int, default=5, help="timings, best kept")
+    args = ap.parse_args(argv)
+    states = [_state_row() for _ in range(args.states)]
+    pad = _cpu_us_per_row(lambda: padded_state(args.rows, list(states)), args.rows, args.repeat)
+    cnt = _cpu_us_per_row(lambda: count_frame(args.rows, args.states), args.rows, args.repeat)
+    print(f"pandas {pd.__version__}, python {sys.version.split()[0]}: {args.rows:,} output rows, "
+          f"{args.states} state rows per Arrow batch")
+    print(f"  state padding + concat: {pad:.2f} CPU-us per output row")
+    print(f"  count frame:            {cnt:.2f} CPU-us per output row")
+    print(f"  together:               {pad + cnt:.2f} CPU-us per output row")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
