@@ -199,6 +199,15 @@ def build_floor(ctx: Context) -> Any:
     return floor_on(prepare_join(*_sides(ctx), spec(ctx.data.shape, ctx.key_groups)))
 
 
+def build_floor_out(ctx: Context) -> Any:
+    """The floor that also emits the workload's output rows per input row (its oracle's)."""
+    from harness.floor import floor_on
+    from interlace import prepare_join
+
+    ratio = sum(expected_rows(ctx.data).values()) / max(ctx.data.input_rows, 1)
+    return floor_on(prepare_join(*_sides(ctx), spec(ctx.data.shape, ctx.key_groups)), ratio)
+
+
 def engines(options: Mapping[str, Any]) -> list[Engine]:
     """Native, interlace, and (options) the floor and shim variants."""
     from harness import variants
@@ -207,6 +216,7 @@ def engines(options: Mapping[str, Any]) -> list[Engine]:
            Engine("interlace", "interlace", build_interlace, COLUMNS)]
     if options.get("floor"):
         out.append(Engine("floor", "floor", build_floor, COLUMNS))
+        out.append(Engine("floor-out", "floor", build_floor_out, COLUMNS, floor_emits=True))
     out += [variants.engine(name, _sides, spec, COLUMNS) for name in options.get("variants", ())]
     return out
 

@@ -320,6 +320,16 @@ def build_st_floor(ctx: Context) -> Any:
                                               _st_spec(ctx.data.shape, ctx.key_groups)))
 
 
+def build_st_floor_out(ctx: Context) -> Any:
+    """The floor that also emits interlace's output rows per input row (one per stream row)."""
+    from harness.floor import floor_on
+    from interlace import prepare_stream_table_join
+
+    ratio = st_expected(ctx.data)["interlace"]["rows"] / max(ctx.data.input_rows, 1)
+    return floor_on(prepare_stream_table_join(*_st_inputs(ctx),
+                                              _st_spec(ctx.data.shape, ctx.key_groups)), ratio)
+
+
 def build_st_static(ctx: Context) -> Any:
     """Stream-static left join with micro-batch 0's snapshot, cached before the clock starts."""
     static = (ctx.spark.read.schema(hdata.spark_schema(TABLE_SCHEMA))
@@ -384,6 +394,8 @@ def st_engines(options: Mapping[str, Any]) -> list[Engine]:
            Engine("interlace", "interlace", build_st_interlace, ST_COLUMNS)]
     if options.get("floor"):
         out.append(Engine("floor", "floor", build_st_floor, ST_COLUMNS))
+        out.append(Engine("floor-out", "floor", build_st_floor_out, ST_COLUMNS,
+                          floor_emits=True))
     return out
 
 

@@ -206,7 +206,7 @@ def test_plan_runs_each_stream_join_native_once_per_join_format_under_rocksdb() 
     assert next(e for e in plan if e.name == "interlace@kg16").key_groups == 16
     hdfs = cli.plan_engines(REGISTRY["join-10k"], {"floor": True}, None, [], 4)
     assert [(e.name, e.role) for e in hdfs] == [("native", "native"), ("interlace", "interlace"),
-                                                ("floor", "floor")]
+                                                ("floor", "floor"), ("floor-out", "floor")]
 
 
 def test_engines_option_runs_only_the_named_engines() -> None:
@@ -215,7 +215,7 @@ def test_engines_option_runs_only_the_named_engines() -> None:
     assert [e.name for e in only] == ["interlace", "interlace@kg8"]
     everything = cli.plan_engines(REGISTRY["join-hot"], {"floor": True, "engines": set()},
                                   None, [], 4)
-    assert [e.name for e in everything] == ["native", "interlace", "floor"]
+    assert [e.name for e in everything] == ["native", "interlace", "floor", "floor-out"]
 
 
 def test_verification_runs_once_per_join_format_and_checks_the_extras() -> None:
