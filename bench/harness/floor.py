@@ -4,11 +4,12 @@ Run on an interlace operator's own prepared input, key groups, output schema and
 reads every frame, keeps an 8-byte state and emits nothing: what Spark's stateful pandas path
 costs before interlace does any work. ``--floor`` adds it to the workloads that define it.
 
-``floor-out`` (windows, stream-stream and stream-table joins): the same no-op, but it also emits ``out_ratio`` output rows per input
-row (the workload's output per input row, from its oracle), copied from a constant frame of
-the output schema. PySpark's output path of ``applyInPandasWithState`` costs per output row
-(the state column is padded to the data's length and converted, docs/performance.md "The
-output floor"); the plain floor emits nothing and does not pay it.
+``floor-out`` (windows, stream-stream and stream-table joins): the same no-op, but it also
+emits ``out_ratio`` output rows per input row (the workload's output per input row, from its
+oracle), copied from a constant frame of the output schema. PySpark's output path of
+``applyInPandasWithState`` costs per output row (the state column is padded to the data's
+length and converted, docs/performance.md "The output floor"); the plain floor emits nothing
+and does not pay it.
 """
 
 from __future__ import annotations
