@@ -23,10 +23,11 @@ from __future__ import annotations
 import argparse
 import sys
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
-#: (category, test on the ';'-joined stack); the first match wins.
-CATEGORIES: list[tuple[str, object]] = [
+#: (category, test on the ';'-joined stack and its leaf frame); the first match wins.
+CATEGORIES: list[tuple[str, Callable[[str, str], bool]]] = [
     ("one-off: imports", lambda s, leaf: "_find_and_load" in s),
     ("idle: daemon loop", lambda s, leaf: leaf.startswith("manager (daemon.py")),
     ("pyspark out: pad the state rows + concat",
@@ -67,7 +68,7 @@ def categorise(rows: list[tuple[list[str], int]]) -> Counter[str]:
     for frames, n in rows:
         s = ";".join(frames)
         for name, test in CATEGORIES:
-            if test(s, frames[-1]):  # type: ignore[operator]
+            if test(s, frames[-1]):
                 c[name] += n
                 break
     return c

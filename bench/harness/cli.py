@@ -176,9 +176,8 @@ def _run(args: Any, workloads: list[Workload], stores: list[str], conf: dict[str
     spark = hspark.open_session(conf)
     print("[spark] session up", flush=True)
     default_format = spark.conf.get(hspark.JOIN_FORMAT_KEY, "2")
-    only = options.get("engines")
-    needs_formats = any(e.stream_join and (not only or e.name in only)
-                        for w in workloads for e in w.engines(options))
+    needs_formats = any(e.stream_join for w in workloads
+                        for e in plan_engines(w, options, None, [], 0))
     found, rocks_formats = join_formats(spark, args.join_formats, stores, work,
                                         probe=needs_formats and args.join_formats == "auto")
     bench = Bench(spark, work, options, Path(args.jfr) if args.jfr else None)

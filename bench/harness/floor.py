@@ -15,7 +15,7 @@ and does not pay it.
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 
@@ -76,3 +76,19 @@ def floor_on(op: Any, out_ratio: float = 0.0) -> Any:
     func = FloorFunction(out_ratio, op.output_schema if out_ratio else None)
     return op.prepared.groupBy(*op.group_columns).applyInPandasWithState(
         func, op.output_schema, op.state_schema, op.output_mode, op.timeout_conf)
+
+
+def floor_engines(prepared: Callable[[Any], Any], output_rows: Callable[[Any], int],
+                  columns: tuple[str, ...]) -> list[Any]:
+    """A workload's ``floor`` and ``floor-out`` engines: ``prepared(ctx)`` is its prepared
+    interlace operator, ``output_rows(data)`` the rows interlace emits from its data."""
+    from harness.registry import Engine
+
+    def floor(ctx: Any) -> Any:
+        return floor_on(prepared(ctx))
+
+    def floor_out(ctx: Any) -> Any:
+        return floor_on(prepared(ctx), output_rows(ctx.data) / max(ctx.data.input_rows, 1))
+
+    return [Engine("floor", "floor", floor, columns),
+            Engine("floor-out", "floor", floor_out, columns, floor_emits=True)]

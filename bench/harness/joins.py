@@ -191,32 +191,22 @@ def build_native(ctx: Context) -> Any:
                            for side in ("left", "right") for c in ("k", "ts", "v")))
 
 
-def build_floor(ctx: Context) -> Any:
-    """The no-op floor on ``prepare_join``'s prepared input."""
-    from harness.floor import floor_on
+def prepared(ctx: Context) -> Any:
+    """``prepare_join`` on the workload's sides: what the floors run on."""
     from interlace import prepare_join
 
-    return floor_on(prepare_join(*_sides(ctx), spec(ctx.data.shape, ctx.key_groups)))
-
-
-def build_floor_out(ctx: Context) -> Any:
-    """The floor that also emits the workload's output rows per input row (its oracle's)."""
-    from harness.floor import floor_on
-    from interlace import prepare_join
-
-    ratio = sum(expected_rows(ctx.data).values()) / max(ctx.data.input_rows, 1)
-    return floor_on(prepare_join(*_sides(ctx), spec(ctx.data.shape, ctx.key_groups)), ratio)
+    return prepare_join(*_sides(ctx), spec(ctx.data.shape, ctx.key_groups))
 
 
 def engines(options: Mapping[str, Any]) -> list[Engine]:
     """Native, interlace, and (options) the floor and shim variants."""
     from harness import variants
+    from harness.floor import floor_engines
 
     out = [Engine("native", "native", build_native, COLUMNS, stream_join=True),
            Engine("interlace", "interlace", build_interlace, COLUMNS)]
     if options.get("floor"):
-        out.append(Engine("floor", "floor", build_floor, COLUMNS))
-        out.append(Engine("floor-out", "floor", build_floor_out, COLUMNS, floor_emits=True))
+        out += floor_engines(prepared, lambda d: sum(expected_rows(d).values()), COLUMNS)
     out += [variants.engine(name, _sides, spec, COLUMNS) for name in options.get("variants", ())]
     return out
 

@@ -311,23 +311,11 @@ def build_st_interlace(ctx: Context) -> Any:
     return stream_table_join(*_st_inputs(ctx), _st_spec(ctx.data.shape, ctx.key_groups))
 
 
-def build_st_floor(ctx: Context) -> Any:
-    """The no-op floor on ``prepare_stream_table_join``'s prepared input."""
-    from harness.floor import floor_on
+def st_prepared(ctx: Context) -> Any:
+    """``prepare_stream_table_join`` on the workload's inputs: what the floors run on."""
     from interlace import prepare_stream_table_join
 
-    return floor_on(prepare_stream_table_join(*_st_inputs(ctx),
-                                              _st_spec(ctx.data.shape, ctx.key_groups)))
-
-
-def build_st_floor_out(ctx: Context) -> Any:
-    """The floor that also emits interlace's output rows per input row (one per stream row)."""
-    from harness.floor import floor_on
-    from interlace import prepare_stream_table_join
-
-    ratio = st_expected(ctx.data)["interlace"]["rows"] / max(ctx.data.input_rows, 1)
-    return floor_on(prepare_stream_table_join(*_st_inputs(ctx),
-                                              _st_spec(ctx.data.shape, ctx.key_groups)), ratio)
+    return prepare_stream_table_join(*_st_inputs(ctx), _st_spec(ctx.data.shape, ctx.key_groups))
 
 
 def build_st_static(ctx: Context) -> Any:
@@ -387,15 +375,16 @@ def build_tt_native(ctx: Context) -> Any:
 
 
 def st_engines(options: Mapping[str, Any]) -> list[Engine]:
-    """Stream-static, interval join, interlace, and (``floor``) the floor."""
+    """Stream-static, interval join, interlace, and (``floor``) the floors."""
+    from harness.floor import floor_engines
+
     out = [Engine("native-static", "native", build_st_static, ST_COLUMNS, exact=False),
            Engine("native-interval", "native", build_st_interval, ST_COLUMNS, stream_join=True,
                   exact=False),
            Engine("interlace", "interlace", build_st_interlace, ST_COLUMNS)]
     if options.get("floor"):
-        out.append(Engine("floor", "floor", build_st_floor, ST_COLUMNS))
-        out.append(Engine("floor-out", "floor", build_st_floor_out, ST_COLUMNS,
-                          floor_emits=True))
+        out += floor_engines(st_prepared, lambda d: st_expected(d)["interlace"]["rows"],
+                             ST_COLUMNS)
     return out
 
 

@@ -202,21 +202,11 @@ def build_interlace(ctx: Context) -> Any:
     return window_aggregate(source(ctx), spec(ctx.data.kind, ctx.key_groups))
 
 
-def build_floor(ctx: Context) -> Any:
-    """The no-op floor on ``prepare_window``'s prepared input."""
-    from harness.floor import floor_on
+def prepared(ctx: Context) -> Any:
+    """``prepare_window`` on the workload's events: what the floors run on."""
     from interlace import prepare_window
 
-    return floor_on(prepare_window(source(ctx), spec(ctx.data.kind, ctx.key_groups)))
-
-
-def build_floor_out(ctx: Context) -> Any:
-    """The floor that also emits the workload's output rows per input row (its oracle's)."""
-    from harness.floor import floor_on
-    from interlace import prepare_window
-
-    ratio = len(oracle(ctx.data)) / max(ctx.data.input_rows, 1)
-    return floor_on(prepare_window(source(ctx), spec(ctx.data.kind, ctx.key_groups)), ratio)
+    return prepare_window(source(ctx), spec(ctx.data.kind, ctx.key_groups))
 
 
 def native(src: Any, kind: Kind, rsd: float | None) -> Any:
@@ -244,11 +234,12 @@ def build_native(ctx: Context) -> Any:
 
 def engines(options: Mapping[str, Any]) -> list[Engine]:
     """Native, interlace, and (``floor``) the no-op floor and the floor that emits rows."""
+    from harness.floor import floor_engines
+
     out = [Engine("native", "native", build_native, COLUMNS),
            Engine("interlace", "interlace", build_interlace, COLUMNS)]
     if options.get("floor"):
-        out.append(Engine("floor", "floor", build_floor, COLUMNS))
-        out.append(Engine("floor-out", "floor", build_floor_out, COLUMNS, floor_emits=True))
+        out += floor_engines(prepared, lambda d: len(oracle(d)), COLUMNS)
     return out
 
 
