@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime as dt
+import json
 import os
 import shlex
 import shutil
@@ -76,6 +77,10 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--workdir", help="inputs and checkpoints (default: a temporary folder)")
     ap.add_argument("--jfr", metavar="DIR", help="a Java Flight Recording per run into DIR")
     ap.add_argument("--list", action="store_true", help="list the workloads and exit")
+    ap.add_argument("--merge", nargs="+", metavar="JSON",
+                    help="run nothing: write one report of these results files, parts of one "
+                         "benchmark split by --workloads or --stores (e.g. the full run over "
+                         "two sittings); label: full when together they cover everything")
     return ap
 
 
@@ -133,6 +138,8 @@ def main(argv: list[str] | None = None) -> int:
         for w in load().values():
             print(f"{w.name:18s} {w.family:7s} {w.description}")
         return 0
+    if args.merge:
+        return _merge(args, argv)
     try:
         workloads = select([p.strip() for p in args.workloads.split(",") if p.strip()])
         conf = hspark.parse_conf(args.conf)
@@ -161,6 +168,29 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if not args.workdir:
             shutil.rmtree(work, ignore_errors=True)
+
+
+def _merge(args: Any, argv: list[str]) -> int:
+    """``--merge``: one report (markdown + JSON) of parts' results files."""
+    raws = [json.loads(Path(f).read_text()) for f in args.merge]
+    registry = load()
+    try:
+        workloads = [registry[w["name"]] for raw in raws for w in raw["workloads"]]
+        stores = sorted({s for raw in raws for s in raw["stores"]})
+        label = args.label or default_label(list({w.name: w for w in workloads}.values()),
+                                            stores, any(raw["quick"] for raw in raws))
+        meta, runs, checks, failures = report.merge(
+            raws, label, shlex.join(["bench/run.py", *argv]))
+    except (KeyError, ValueError) as exc:
+        parser().error(f"--merge: {exc}")
+    table = report.cells(runs)
+    md = report.render(meta, table, checks, failures)
+    out_dir = Path(args.out_dir) if args.out_dir else HERE / "results"
+    path = report.write(out_dir, f"{meta['date']}-{label}", md,
+                        report.to_json(meta, runs, checks, failures))
+    print(md)
+    print(f"[written] {path} (+ .json)")
+    return report.exit_status(failures)
 
 
 def _run(args: Any, workloads: list[Workload], stores: list[str], conf: dict[str, str],

@@ -142,6 +142,9 @@ def render(meta: Mapping[str, Any], table: Mapping[Key, Cell],
         f"# Benchmark — {meta['date']} ({meta['label']})"
         + (" — --quick: smoke run, not numbers" if meta["quick"] else ""), "",
         f"Command: `{meta['command']}` (from the repository root)", "",
+        *[f"- part {i}, {part['date']}, {part['total_s']:,.0f} s: `{part['command']}`"
+          for i, part in enumerate(meta.get("parts", []), 1)],
+        *([""] if meta.get("parts") else []),
         f"- interlace {v['interlace']} (`{v.get('interlace_path', '?')}`), "
         f"PySpark {v['pyspark']}, pandas {v['pandas']}, "
         f"pyarrow {v['pyarrow']}, numpy {v['numpy']}, Python {v['python']}, {v['java']}",
@@ -252,6 +255,54 @@ def to_json(meta: Mapping[str, Any], runs: Sequence[RunResult],
         "failures": list(failures),
         "runs": [r.to_json() for r in runs],
     }, indent=1, default=str)
+
+
+def merge(raws: Sequence[Mapping[str, Any]], label: str, command: str
+          ) -> tuple[dict[str, Any], list[RunResult], dict[tuple[str, str], list[Check]],
+                     list[str]]:
+    """One report's ``(meta, runs, checks, failures)`` from results files (their parsed JSON)
+    of parts of one benchmark, e.g. a full run split by ``--workloads`` over two sittings.
+
+    The parts must have been run with the same versions, conf and repeats, and must not
+    share a (workload, store): a cell timed in two sessions is not one cell. The header keeps
+    the first part's date, sums the wall times and lists every part's command.
+    """
+    if not raws:
+        raise ValueError("nothing to merge")
+    first = raws[0]
+    for raw in raws[1:]:
+        for key in ("versions", "conf", "repeat", "quick"):
+            if raw.get(key) != first.get(key):
+                raise ValueError(f"the parts differ in {key!r}: {first.get(key)!r} vs "
+                                 f"{raw.get(key)!r}; run them alike to merge them")
+    runs = [RunResult.from_json(r) for raw in raws for r in raw["runs"]]
+    owner: dict[tuple[str, str], int] = {}
+    for i, raw in enumerate(raws):
+        for r in raw["runs"]:
+            if owner.setdefault((r["workload"], r["store"]), i) != i:
+                raise ValueError(f"{r['workload']} on {r['store']} was run in two parts; "
+                                 "merge parts that split the workloads or the stores")
+    checks: dict[tuple[str, str], list[Check]] = {}
+    for raw in raws:
+        for c in raw["checks"]:
+            c = dict(c)
+            checks.setdefault((c.pop("workload"), c.pop("store")), []).append(Check(**c))
+    workloads = list({w["name"]: w for raw in raws for w in raw["workloads"]}.values())
+    formats: dict[str, Any] = {}
+    for raw in raws:
+        formats.update(raw.get("join_formats") or {})
+    meta = {
+        **first, "label": label, "command": command,
+        "parts": [{"command": raw["command"], "date": raw["date"], "total_s": raw["total_s"]}
+                  for raw in raws],
+        "stores": list(dict.fromkeys(s for raw in raws for s in raw["stores"])),
+        "total_s": sum(raw["total_s"] for raw in raws), "workloads": workloads,
+        "join_formats": formats,
+        "format_runs": max((raw["format_runs"] for raw in raws), key=len),
+    }
+    for key in ("ratios", "checks", "failures", "runs"):
+        meta.pop(key, None)
+    return meta, runs, checks, [f for raw in raws for f in raw["failures"]]
 
 
 def exit_status(failures: Sequence[str]) -> int:

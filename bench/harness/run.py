@@ -125,6 +125,31 @@ class RunResult:
                           for p in self.progress]
         return raw
 
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any]) -> RunResult:
+        """The run :meth:`to_json` wrote (a results file's ``runs``), its progress rebuilt from
+        the per-batch state so that every figure the report draws comes out the same."""
+        fields = {f.name for f in dataclasses.fields(cls)} - {"progress"}
+        return cls(**{k: v for k, v in raw.items() if k in fields},
+                   progress=[_progress_of(b) for b in raw.get("batches", [])])
+
+
+def _progress_of(batch: Mapping[str, Any]) -> dict[str, Any]:
+    """A progress dict with one state operator that :func:`state_of` reads back as
+    ``batch["state"]`` (the inverse of what :meth:`RunResult.to_json` keeps)."""
+    st = batch.get("state", {})
+    op = {"memoryUsedBytes": st.get("memoryUsedBytes", 0),
+          "numRowsTotal": st.get("numRowsTotal", 0),
+          "numRowsDroppedByWatermark": st.get("dropped", 0),
+          "customMetrics": {k: st[k] for k in STATE_METRICS if k in st}}
+    out: dict[str, Any] = {"batchId": batch.get("batchId", -1),
+                           "numInputRows": batch.get("numInputRows", 0),
+                           "durationMs": batch.get("durationMs", {}), "stateOperators": [op]}
+    if st.get("watermark_ms"):
+        wm = _EPOCH + dt.timedelta(milliseconds=st["watermark_ms"])
+        out["eventTime"] = {"watermark": wm.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"}
+    return out
+
 
 def state_of(p: Mapping[str, Any]) -> dict[str, int]:
     """Sum the state operators of one progress: bytes, rows, drops, the watermark (ms)."""
@@ -144,13 +169,16 @@ def state_of(p: Mapping[str, Any]) -> dict[str, int]:
     return out
 
 
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+
+
 def watermark_ms(p: Mapping[str, Any]) -> int:
     """Spark's watermark during the micro-batch of progress ``p`` (0 before the first)."""
     raw = (p.get("eventTime") or {}).get("watermark")
     if not raw:
         return 0
     wm = dt.datetime.strptime(raw, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=dt.timezone.utc)
-    return int(wm.timestamp() * 1000)
+    return (wm - _EPOCH) // dt.timedelta(milliseconds=1)  # exact: no float on the way
 
 
 @dataclasses.dataclass

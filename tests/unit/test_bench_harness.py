@@ -194,6 +194,77 @@ def test_report_compares_every_other_engine_with_every_native_of_its_workload_an
     assert np.isnan(static.state)  # a stateless native: no state ratio
 
 
+def test_a_run_read_back_from_its_results_file_gives_every_figure_of_the_report() -> None:
+    progress = [{"batchId": i, "numInputRows": 10 * i, "durationMs": {"triggerExecution": ms},
+                 "eventTime": {"watermark": f"2026-03-02T09:00:0{i}.12{i}Z"} if i else {},
+                 "stateOperators": [
+                     {"memoryUsedBytes": 100 * i, "numRowsTotal": i,
+                      "numRowsDroppedByWatermark": i % 2,
+                      "customMetrics": {"rocksdbSstFileSize": 7 * i, "other": 1}},
+                     {"memoryUsedBytes": 5, "numRowsTotal": 1}]}
+                for i, ms in enumerate([900, 30, 50, 40])]
+    r = RunResult("w", "rocksdb", "native", "timed", 1_000, 2.5, 9, 42, progress,
+                  {"jvm": 1.5, "outside": 0.25}, {"held": 12}, role="native", data_batches=3)
+    back = RunResult.from_json(r.to_json())
+    assert [back.state_at(i) for i in range(5)] == [r.state_at(i) for i in range(5)]
+    assert r.state_at(3)["watermark_ms"] == 1_772_442_003_123  # exact to the millisecond
+    assert (back.batch_ms, back.state_bytes, back.peak_state_bytes, back.dropped_by_watermark,
+            back.own_cpu, back.extra, back.role, back.checksum) == (
+        r.batch_ms, r.state_bytes, r.peak_state_bytes, r.dropped_by_watermark, r.own_cpu,
+        r.extra, r.role, r.checksum) == (40.0, 7 * 2, 305, 2, 1.5, {"held": 12}, "native", 42)
+
+
+def _results(workload: str, store: str, native_s: float, failures: list[str],
+             pyspark: str = "4.3.0") -> dict:
+    """A results file (parsed) of one workload on one store: a native and an interlace cell."""
+    import json
+
+    runs = [_run("native", "native", native_s, 2.0, 800, workload, store),
+            _run("interlace", "interlace", 1.0, 1.0, 200, workload, store)]
+    meta = {"date": "2026-11-26", "label": "part", "quick": False, "command": f"run {workload}",
+            "versions": {"pyspark": pyspark, "interlace": "0.1", "pandas": "2.3.3",
+                         "pyarrow": "26", "numpy": "2.4", "python": "3.11", "java": "17",
+                         "cores": 2, "cpu": "x", "platform": "linux"}, "conf": {}, "stores": [store], "repeat": 3,
+            "total_s": 100.0, "join_formats": {}, "format_runs": "RocksDB: none",
+            "default_join_format": "2",
+            "workloads": [{"name": workload, "description": "d", "input_rows": 1_000,
+                           "data_batches": 1, "key_groups": 4}]}
+    checks = {(workload, store): [cli.Check("interlace vs native", True, "identical")]}
+    return json.loads(report.to_json(meta, runs, checks, failures))
+
+
+def test_parts_of_a_run_merge_into_one_report_and_a_cell_of_two_parts_is_refused(
+        tmp_path: Path) -> None:
+    import json
+
+    a = _results("join-10k", "hdfs", 3.0, [])
+    b = _results("window-tumbling", "rocksdb", 1.5, ["rocksdb/window-tumbling: x: differs"])
+    meta, runs, checks, failures = report.merge([a, b], "full", "bench/run.py --merge a b")
+    ratios = {(r.workload, r.store): r.throughput for r in report.ratios(report.cells(runs))}
+    assert ratios == {("join-10k", "hdfs"): pytest.approx(3.0),
+                      ("window-tumbling", "rocksdb"): pytest.approx(1.5)}
+    assert (meta["total_s"], meta["stores"], [w["name"] for w in meta["workloads"]]) == (
+        200.0, ["hdfs", "rocksdb"], ["join-10k", "window-tumbling"])
+    assert set(checks) == {("join-10k", "hdfs"), ("window-tumbling", "rocksdb")}
+    assert failures == ["rocksdb/window-tumbling: x: differs"]
+    md = report.render(meta, report.cells(runs), checks, failures)
+    assert "- part 2, 2026-11-26, 100 s: `run window-tumbling`" in md and "FAILURES" in md
+    with pytest.raises(ValueError, match="join-10k on hdfs was run in two parts"):
+        report.merge([a, _results("join-10k", "hdfs", 2.0, [])], "full", "m")
+    with pytest.raises(ValueError, match="differ in 'versions'"):
+        report.merge([a, _results("window-tumbling", "hdfs", 1.0, [], "4.2.0")], "full", "m")
+
+    files = []
+    for name, raw in (("a", a), ("b", b)):
+        files.append(tmp_path / f"{name}.json")
+        files[-1].write_text(json.dumps(raw))
+    rc = cli.main(["--merge", *map(str, files), "--out-dir", str(tmp_path)])
+    assert rc == 1  # part b's failure fails the merged report too
+    (md_file,) = tmp_path.glob("2026-11-26-join-window.md")
+    merged = json.loads(md_file.with_suffix(".json").read_text())
+    assert len(merged["runs"]) == 4 and len(merged["ratios"]) == 2
+
+
 def test_plan_runs_each_stream_join_native_once_per_join_format_under_rocksdb() -> None:
     w = REGISTRY["table-st10k"]
     plan = cli.plan_engines(w, {}, [2, 3, 4], [4, 16], 4)
