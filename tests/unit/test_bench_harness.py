@@ -14,7 +14,7 @@ BENCH = Path(__file__).resolve().parents[2] / "bench"
 if str(BENCH) not in sys.path:
     sys.path.insert(0, str(BENCH))
 
-from harness import cli, curves, joins, report, spark, windows  # noqa: E402
+from harness import cli, curves, joins, report, spark, tables, windows  # noqa: E402
 from harness.registry import Size, load, select  # noqa: E402
 from harness.run import RunResult, state_of, watermark_ms  # noqa: E402
 
@@ -307,6 +307,16 @@ def test_verification_runs_once_per_join_format_and_checks_the_extras() -> None:
     frames["floor"] = truth
     failed = [c.what for c in cli._verify(w, data, frames, {}, roles) if c.failed]
     assert failed == ["interlace vs interlace@kg8: whole output", "floor: emits nothing"]
+
+
+def test_every_table_workload_has_its_floors_on_request() -> None:
+    for name in ("table-st10k", "table-tt"):
+        w = REGISTRY[name]
+        plain = [e.name for e in w.engines({})]
+        floors = w.engines({"floor": True})
+        assert [e.name for e in floors] == plain + ["floor", "floor-out"]
+        assert [e.floor_emits for e in floors[-2:]] == [False, True]
+    assert "floor" not in [e.name for e in tables.tt_engines({})]
 
 
 def test_timed_failures_catch_repeats_engines_and_the_floor() -> None:
