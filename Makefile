@@ -25,8 +25,9 @@ test: $(VENV)/.installed
 	$(VENV)/bin/pytest $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
 
 # The whole benchmark (bench/run.py: every workload of bench/harness's registry, native vs
-# interlace, HDFS and RocksDB state stores) -> bench/results/<date>-full.md and .json. Hours on
-# 2 cores; run it alone on the machine. BENCH_ARGS=--quick is a smoke run (~20 min).
+# interlace, HDFS and RocksDB state stores) -> bench/results/<date>-full.md and .json. 70 min
+# on 2 cores (2026-11-26); run it alone on the machine. BENCH_ARGS=--quick is a smoke run
+# (~20 min). In parts: BENCH_ARGS='--workloads ...', then bench/run.py --merge A.json B.json.
 BENCH_ARGS ?=
 bench: $(VENV)/.installed
 	$(VENV)/bin/python bench/run.py $(BENCH_ARGS)

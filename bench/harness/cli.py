@@ -32,7 +32,8 @@ from harness.registry import REGISTRY, Context, Engine, Size, Workload, load, se
 
 HERE = Path(__file__).resolve().parent.parent
 #: A cell whose run took longer is not repeated; a verification run that long is the cell's
-#: only run (native on 100 hot keys: 7 to 28 minutes on 2 cores).
+#: only run (native on 100 hot keys under RocksDB join state formats 2 and 3: 13-15 minutes
+#: on 2 cores, 2026-11-26).
 LONG_RUN_S = 180.0
 DEPRECATED_JOIN_FORMATS = (1,)
 
