@@ -77,7 +77,9 @@ class _Sum(_ColumnarAccumulator):
         col, counts = state.columns["sum"], state.columns["n"]
         target, col, data = _retype(col, bool(counts.any()), data, dtype, self.dtype)
         sums = col.copy()
-        with np.errstate(invalid="ignore"):  # inf + -inf is NaN (IEEE, as in Spark); no warning
+        # IEEE, as in Spark: a float sum past the double range is +-inf and inf + -inf is NaN;
+        # numpy would warn on each (a line in the Spark worker's log per call), Spark does not.
+        with np.errstate(invalid="ignore", over="ignore"):
             np.add.at(sums, s, data)
         new_counts = counts + n_add
         sums[new_counts == 0] = _zeros(target, 1)[0]  # canonical, whatever the path

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 from decimal import Decimal
 from typing import Any
 
@@ -211,6 +212,23 @@ def test_sum_types_follow_the_input() -> None:
     dec = make_accumulator("sum")
     got = dec.result(dec.update(dec.init(1), slots, pd.Series([Decimal("1.10"), None])))
     assert got.tolist() == [Decimal("1.10")]
+
+
+@pytest.mark.parametrize("agg", ["sum", "avg"])
+def test_float_overflow_is_infinity_without_a_warning(agg: str) -> None:
+    # Spark's double arithmetic: past the range is +-inf, inf + -inf is NaN; no warning,
+    # which in a Spark worker would print a line per call.
+    acc = make_accumulator(agg)
+    slots = np.array([0, 0, 1, 1, 2, 2, 2])
+    big = np.finfo(np.float64).max
+    values = np.array([big, big, -big, -big, big, big, -np.inf])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        state = acc.update(acc.init(3), slots, values)
+        merged = acc.merge(state, state, np.array([0, 1, 2]))
+    got = as_list(acc.result(state))
+    assert got[0] == math.inf and got[1] == -math.inf and math.isnan(got[2])
+    assert as_list(acc.result(merged))[:2] == [math.inf, -math.inf]
 
 
 def test_timestamps_aggregate_as_int64_microseconds() -> None:
