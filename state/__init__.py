@@ -3,7 +3,12 @@
 Nothing here imports pyspark, so all of it is testable without a JVM.
 """
 
-from interlace.state.accumulators import Accumulator, DistinctCapError, make_accumulator
+from interlace.state.accumulators import (
+    Accumulator,
+    DistinctCapError,
+    SumOverflowError,
+    make_accumulator,
+)
 from interlace.state.blob import CURRENT_VERSION, decode, encode, fingerprint, register_migration
 from interlace.state.buffers import JoinBuffers, decode_join_state, encode_join_state
 from interlace.state.errors import InterlaceError, StateDecodeError, StateVersionError
@@ -25,6 +30,7 @@ __all__ = [
     "JoinBuffers",
     "StateDecodeError",
     "StateVersionError",
+    "SumOverflowError",
     "decode",
     "decode_join_state",
     "encode",

@@ -7,6 +7,9 @@ the held sessions they overlap or touch (:func:`session_slots`). Called by ``ste
 
 from __future__ import annotations
 
+import datetime as _dt
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,7 +18,8 @@ import pandas as pd
 import pyarrow as pa
 from interlace.operators.common.keys import key_codes
 from interlace.operators.window.output import last_output_frame
-from interlace.operators.window.plan import WindowPlan
+from interlace.operators.window.plan import AggPlan, WindowPlan
+from interlace.state.accumulators import SumOverflowError
 from numpy.typing import NDArray
 
 __all__ = ["Assignments", "Held", "fixed_slots", "group_codes", "session_slots"]
@@ -172,11 +176,7 @@ def session_slots(
         em = a_idx[emitted[a_idx]]
         if len(em) and plan.keeps_last_output:
             retracts.append(last_output_frame(plan, slots, em, revision[em] + 1))
-        accs = [
-            a.accumulator().merge(s, a.accumulator().take(s, a_idx), a_to)
-            for a, s in zip(plan.aggs, accs, strict=True)
-        ]
-    # Survivors take the cluster's bounds.
+    # Survivors take the cluster's bounds (an overflow in the merge below names them).
     all_start = np.asarray(slots.column("start").to_numpy(), dtype=np.int64).copy()
     all_end = np.asarray(slots.column("end").to_numpy(), dtype=np.int64).copy()
     cl = np.array(list(slot_of.keys()), dtype=np.int64)
@@ -186,6 +186,12 @@ def session_slots(
     slots = slots.set_column(0, "start", pa.array(all_start)).set_column(
         1, "end", pa.array(all_end)
     )
+    if len(absorbed):
+        merged = []
+        for a, s in zip(plan.aggs, accs, strict=True):
+            with naming_overflow(plan, a, slots):
+                merged.append(a.accumulator().merge(s, a.accumulator().take(s, a_idx), a_to))
+        accs = merged
     news = items[~items["old"]]
     target = np.empty(n_new, dtype=np.int64)
     target[news["idx"].to_numpy()] = news["c"].map(slot_of).to_numpy()
@@ -200,3 +206,26 @@ def session_slots(
         target = remap[target]
         changed = np.zeros(slots.num_rows, dtype=bool)
     return target, slots, accs, changed, retracts, len(need_new), len(absorbed)
+
+
+@contextmanager
+def naming_overflow(plan: WindowPlan, agg: AggPlan, slots: pa.Table) -> Iterator[None]:
+    """Re-raise an accumulator's :class:`SumOverflowError` naming ``agg``, its window, the pipeline.
+
+    ``slots`` is the slot table the accumulator's slot numbers index.
+    """
+    try:
+        yield
+    except SumOverflowError as e:
+        start, end = (int(slots.column(c)[e.slot].as_py()) for c in ("start", "end"))
+        raise SumOverflowError(e.slot, (
+        f"integer sum overflow: sum({agg.column}) AS {agg.alias} left the 64-bit integer range "
+        f"on window [{iso_utc(start)}, {iso_utc(end)}) for pipeline {plan.name}, where Spark's "
+        f"sum fails with [ARITHMETIC_OVERFLOW] (ANSI mode, its default); cast `{agg.column}` "
+        "to double before the window to sum past 9.2e18")) from None
+
+
+def iso_utc(us: int) -> str:
+    """A window bound (µs since the epoch) as an ISO 8601 UTC string, for messages."""
+    dt = _dt.datetime(1970, 1, 1) + _dt.timedelta(microseconds=us)
+    return dt.strftime("%Y-%m-%dT%H:%M:%SZ") if dt.microsecond == 0 else dt.isoformat() + "Z"

@@ -9,7 +9,6 @@ frames), ``plan.py`` (the :class:`WindowPlan` it runs).
 
 from __future__ import annotations
 
-import datetime as _dt
 import warnings
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,6 +26,8 @@ from interlace.operators.window.slots import (
     Held,
     fixed_slots,
     group_codes,
+    iso_utc,
+    naming_overflow,
     session_slots,
 )
 from interlace.state import blob
@@ -204,7 +205,8 @@ def step_window(
         }
         for i, a in enumerate(plan.aggs):
             column = values[a.column] if a.column else None
-            accs[i] = a.accumulator().update(accs[i], target, column, t_rows, seq_rows)
+            with naming_overflow(plan, a, slots):
+                accs[i] = a.accumulator().update(accs[i], target, column, t_rows, seq_rows)
         changed[target] = True
 
     if n_created:
@@ -294,11 +296,6 @@ def _check_cap(plan: WindowPlan, start: NDArray[np.int64], end: NDArray[np.int64
         s_us, e_us = int(start[i]), int(end[i])
         msg = (
             f"window state cap hit: max_groups_per_window={plan.max_groups} reached on "
-            f"window [{_iso(s_us)}, {_iso(e_us)}) for pipeline {plan.name}"
+            f"window [{iso_utc(s_us)}, {iso_utc(e_us)}) for pipeline {plan.name}"
         )
         raise StateCapError(msg)
-
-
-def _iso(us: int) -> str:
-    dt = _dt.datetime(1970, 1, 1) + _dt.timedelta(microseconds=us)
-    return dt.strftime("%Y-%m-%dT%H:%M:%SZ") if dt.microsecond == 0 else dt.isoformat() + "Z"

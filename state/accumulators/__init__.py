@@ -64,7 +64,7 @@ from typing import Any, Literal, cast, get_args
 # (count, sum, avg), extremes.py (min/max, first/last), distinct.py (exact count_distinct),
 # hll.py (approximate count_distinct); this module, the registry (make_accumulator).
 from .base import Accumulator, SlotColumns
-from .counting import _Avg, _Count, _Sum
+from .counting import SumOverflowError, _Avg, _Count, _Sum
 from .distinct import DistinctCapError, DistinctSetState, _DistinctExact
 from .extremes import _FirstLast, _MinMax
 from .hll import HLL_PRECISION, HLL_REGISTERS, HLL_SPARSE_MAX_ENTRIES, HllState, _DistinctHll
@@ -81,6 +81,7 @@ __all__ = [
     "DistinctSetState",
     "HllState",
     "SlotColumns",
+    "SumOverflowError",
     "ValueDtype",
     "make_accumulator",
 ]
@@ -88,7 +89,8 @@ __all__ = [
 # The public classes keep the name they had when this package was one module: reprs, pickles,
 # worker tracebacks (``interlace.state.accumulators.DistinctCapError: ...``, which the CLI maps)
 # and the API reference (docs/gen_api.py lists what a module defines) stay unchanged.
-for _public in (Accumulator, DistinctCapError, DistinctSetState, HllState, SlotColumns):
+for _public in (Accumulator, DistinctCapError, DistinctSetState, HllState, SlotColumns,
+                SumOverflowError):
     _public.__module__ = __name__
 del _public
 

@@ -14,8 +14,59 @@ if sys.version_info >= (3, 12):
 else:  # declared in pyproject.toml for Python < 3.12
     from typing_extensions import override
 
+from ..errors import InterlaceError
 from .base import SlotColumns, _ColumnarAccumulator, _Keys, _sum_per_slot
 from .values import ValueDtype, _dtype_name, _nullable_series, _retype, _Values, _zeros
+
+
+class SumOverflowError(InterlaceError, ArithmeticError):
+    """An integer ``sum`` left the 64-bit range, where Spark's ``sum`` fails too.
+
+    Spark 4.3 runs with ANSI mode on by default, and its ``sum`` of an integer column fails
+    with ``[ARITHMETIC_OVERFLOW]``; an interlace sum fails rather than wrap around. Raised by
+    ``update``/``merge`` when a slot's exact sum after the call is out of range, so the query
+    fails in the micro-batch in which it happened; the operator re-raises it naming the
+    aggregation and the window.
+
+    Attributes:
+        slot: The first slot whose sum is out of range.
+
+    """
+
+    def __init__(self, slot: int, message: str | None = None) -> None:
+        self.slot = slot
+        super().__init__(
+            message
+            or f"integer sum overflow: a group's sum left the 64-bit integer range (slot {slot}),"
+            " where Spark's sum fails with [ARITHMETIC_OVERFLOW] (ANSI mode, its default); "
+            "cast the column to double before the window to sum past 9.2e18"
+        )
+
+
+# Below this bound no int64 sum can have wrapped; the float shadow's rounding error (at most
+# n ulp of 2**63, about n * 2**11) is far below it, and a wrap is off by a multiple of 2**64.
+_SAFE_INT_SUM = 2.0**62
+
+
+def _check_int_sums(
+    before: NDArray[Any], s: NDArray[np.int64], data: NDArray[Any], after: NDArray[Any]
+) -> None:
+    """Raise :class:`SumOverflowError` if a slot's exact sum is out of the int64 range.
+
+    ``after`` is ``before`` with ``data`` added at slots ``s`` in int64 arithmetic, which wraps;
+    the exact sum is told from the wrapped one by a float64 shadow sum. Only the final sum
+    counts: a wrap that a later value undoes (order within the call) is no overflow.
+    """
+    if not len(data):
+        return
+    shadow_before = before.astype(np.float64)
+    shadow_data = data.astype(np.float64)
+    if np.abs(shadow_before).max(initial=0.0) + np.abs(shadow_data).sum() < _SAFE_INT_SUM:
+        return
+    np.add.at(shadow_before, s, shadow_data)
+    over = np.flatnonzero(np.abs(shadow_before - after.astype(np.float64)) > _SAFE_INT_SUM)
+    if len(over):
+        raise SumOverflowError(int(over[0]))
 
 
 class _Count(_ColumnarAccumulator):
@@ -50,7 +101,8 @@ class _Count(_ColumnarAccumulator):
 class _Sum(_ColumnarAccumulator):
     """``sum``: int64 for integer input, float64 for float input, NULL if no value.
 
-    Integer sums wrap on int64 overflow (numpy), where Spark in ANSI mode fails.
+    An integer sum out of the int64 range raises :class:`SumOverflowError`, as Spark's
+    (ANSI mode) fails; a float sum past the double range is +-inf, as in Spark.
     """
 
     agg = "sum"
@@ -81,6 +133,8 @@ class _Sum(_ColumnarAccumulator):
         # numpy would warn on each (a line in the Spark worker's log per call), Spark does not.
         with np.errstate(invalid="ignore", over="ignore"):
             np.add.at(sums, s, data)
+        if target == "int64":
+            _check_int_sums(col, s, data, sums)
         new_counts = counts + n_add
         sums[new_counts == 0] = _zeros(target, 1)[0]  # canonical, whatever the path
         return SlotColumns({"sum": sums, "n": new_counts})

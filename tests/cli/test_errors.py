@@ -363,9 +363,10 @@ def test_interlace_errors_raised_in_a_worker_print_their_own_message():
 
     from interlace.errors_cli import explain_error
 
-    for name, code in (("StateCapError", 1), ("DistinctCapError", 1), ("ConfigError", 2)):
+    for name, code in (("StateCapError", 1), ("DistinctCapError", 1), ("SumOverflowError", 1),
+                       ("ConfigError", 2)):
         module = {"StateCapError": "operators.errors", "DistinctCapError": "state.accumulators",
-                  "ConfigError": "operators.errors"}[name]
+                  "SumOverflowError": "state.accumulators", "ConfigError": "operators.errors"}[name]
         exc = PythonException("An exception was thrown from the Python worker:\nTraceback (most "
                               f"recent call last):\n  File \"w.py\"\ninterlace.{module}.{name}: "
                               "raise `max_groups_per_window`\n")

@@ -11,10 +11,14 @@ it, so the output names exactly which rows it aggregated.
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 import pyarrow as pa
+import pytest
 from hostile import (
+    BASE,
+    END,
     HOSTILE,
     KEY_KINDS,
     PAYLOAD,
@@ -29,6 +33,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from interlace.operators.window import Aggregation, Window
+from interlace.state.accumulators import SumOverflowError
 from interlace.testing.local import run_window_locally
 from interlace.testing.oracle import canonical_rows
 from interlace.testing.window_oracle import WindowBatch, oracle_window
@@ -135,3 +140,54 @@ def test_window_on_hostile_input_equals_the_oracle_and_accounts_for_every_row(sp
         counted={n: run.counters.get(n, 0) for n in ("late_dropped", "null_event_time_dropped",
                                                      "out_of_range_dropped")})
     assert len(spark_dropped_ids(batches, run.watermarks_ms)) == run.spark_dropped
+
+
+# --- Integer sums at the edges of int64 (Spark's ANSI sum fails past them) -----------------
+
+BIG = [2**63 - 1, -(2**63), 2**62, -(2**62), 2**61 + 3, -(2**61), 1, -1, 0]
+INT_SCHEMA = pa.schema([("k", pa.string()), ("v", pa.int64()), ("ts", pa.timestamp("us"))])
+INT_AGGS = [Aggregation(agg="sum", column="v", as_="total"),
+            Aggregation(agg="count", column="v", as_="n_v")]
+
+
+@st.composite
+def big_sum_cases(draw: Any) -> tuple[Window, list[WindowBatch]]:
+    kind = draw(st.sampled_from(["tumbling", "hopping", "session"]))
+    kw: dict[str, Any] = dict(kind=kind, event_time_column="ts", group_by=["k"],
+                              aggregations=INT_AGGS, max_groups_per_window=100,
+                              key_groups=draw(st.integers(1, 2)),
+                              late_data=draw(st.sampled_from(["drop", "reopen"])))
+    if kw["late_data"] == "reopen":
+        kw["allowed_lateness_ms"] = 60_000
+    if kind == "session":
+        kw["gap_ms"] = draw(st.sampled_from([5_000, 10_000]))
+    else:
+        kw["duration_ms"] = 10_000
+        if kind == "hopping":
+            kw["hop_ms"] = 5_000
+    rows = st.fixed_dictionaries({
+        "k": st.sampled_from(["a", "b"]),
+        "v": st.one_of(st.sampled_from(BIG), st.none()),
+        "ts": st.integers(0, 40).map(lambda s: BASE + dt.timedelta(seconds=s))})
+    log = [WindowBatch(rows=tuple(draw(st.lists(rows, max_size=5))))
+           for _ in range(draw(st.integers(1, 5)))]
+    return Window(**kw), [*log, WindowBatch(rows=({"k": "a", "v": 0, "ts": END},))]
+
+
+def outcome(spec: Window, log: list[WindowBatch]) -> list[Any]:
+    return canonical_rows([o.row for o in oracle_window(spec, log, columns=INT_SCHEMA.names).rows])
+
+
+@HOSTILE
+@given(case=big_sum_cases())
+def test_integer_sums_at_the_int64_edges_equal_the_oracle_or_fail_where_it_does(case):
+    spec, log = case
+    try:
+        want = outcome(spec, log)
+    except OverflowError as e:
+        fails_at = int(str(e).split(":", 1)[0].removeprefix("batch "))
+        with pytest.raises(SumOverflowError, match=r"^integer sum overflow: sum\(v\) AS total "):
+            run_window_locally(spec, log[:fails_at + 1], INT_SCHEMA)
+        log, want = log[:fails_at], outcome(spec, log[:fails_at])  # the batches before run
+    got = run_window_locally(spec, log, INT_SCHEMA).rows if log else []
+    assert canonical_rows([r for _, r in got]) == want

@@ -3,7 +3,9 @@ policy), restart from checkpoint, and against Spark's native window()/session_wi
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
+import math
 import random
 from collections import Counter
 
@@ -302,3 +304,39 @@ def test_a_key_group_cut_into_arrow_chunks_matches_oracle(spark, arrow_chunks, t
     assert want.rows and want.dead_lettered
     # Every data micro-batch has 2 or 3 rows, all in the one key group.
     assert arrow_chunks.several.value >= len(log)
+
+
+def test_an_integer_sum_past_int64_fails_the_query_as_spark_native_sum_does(spark, tmp_path):
+    from interlace.errors_cli import explain_error
+
+    log = [WindowBatch(rows=(ev("a", 1, 2**62), ev("b", 2, 5))),
+           WindowBatch(rows=(ev("a", 3, 2**62), ev("b", 4, 5))), WindowBatch(rows=(ev("a", 30),))]
+    spec = Window(kind="tumbling", duration_ms=10_000, event_time_column="ts", group_by=["user"],
+                  max_groups_per_window=100, key_groups=2,
+                  aggregations=[Aggregation(agg="sum", column="amount", as_="s")])
+    with pytest.raises(Exception) as ours:
+        run(spark, spec, log, tmp_path / "ours")
+    assert "SumOverflowError: integer sum overflow: sum(amount) AS s left the 64-bit" in str(
+        ours.value)
+    assert explain_error(ours.value).render().splitlines()[0] == (
+        "interlace: SumOverflowError: integer sum overflow: sum(amount) AS s left the 64-bit "
+        "integer range on window [2026-01-01T00:00:00Z, 2026-01-01T00:00:10Z) for pipeline "
+        "window, where Spark's sum fails with [ARITHMETIC_OVERFLOW] (ANSI mode, its default); "
+        "cast `amount` to double before the window to sum past 9.2e18")
+    with pytest.raises(OverflowError, match=r"^batch 1: sum\(amount\) AS s "):
+        oracle_window(spec, log, columns=COLS)
+
+    def native(frames):
+        agg = frames["events"].withWatermark("ts", "0 seconds").groupBy(
+            F.window("ts", "10 seconds").alias("w"), "user").agg(F.sum("amount").alias("s"))
+        return agg.select(F.col("w.start").alias("window_start"), "user", "s")
+
+    with pytest.raises(Exception, match="ARITHMETIC_OVERFLOW"):
+        replay_streams(spark, {"events": (SCHEMA, [list(b.rows) for b in log])}, native,
+                       workdir=tmp_path / "native")
+    # A double sum past the range is Infinity, in Spark and here: no failure.
+    as_double = dataclasses.replace(spec, aggregations=[
+        Aggregation(agg="sum", column="price", as_="s")])
+    big = [WindowBatch(rows=tuple({**r, "price": 1.5e308} for r in b.rows)) for b in log]
+    result, _ = run(spark, as_double, big, tmp_path / "double")
+    assert [r["s"] for _, r in result.rows] == [math.inf, math.inf]

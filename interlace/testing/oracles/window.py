@@ -408,6 +408,32 @@ class _WindowModel:
         )
         self.result.dead_lettered += 1
 
+    # ---- rule 5e: integer sums stay in int64 ----
+
+    def check_sums(self, batch: int) -> None:
+        """Fail as the query does when a window's integer ``sum`` leaves the int64 range.
+
+        Spark's ``sum`` of an integer column fails with ``[ARITHMETIC_OVERFLOW]`` (ANSI
+        mode, its default). A window fails in this batch if the exact sum of its rows is
+        out of range, either of all its rows or of those from earlier batches: a session
+        that merged held sessions sums their rows first, then the batch's.
+
+        Raises:
+            OverflowError: Naming the batch, the aggregation and the window.
+        """
+        for window in self.all_windows():
+            for agg in self.cfg.aggregations:
+                if agg.agg != "sum":
+                    continue
+                held = [r for r in window.rows if r.seq[0] < batch]
+                for total in (aggregate(agg, held) if held else 0, aggregate(agg, window.rows)):
+                    if isinstance(total, int) and not -(2**63) <= total < 2**63:
+                        msg = (f"batch {batch}: sum({agg.column}) AS {agg.alias} is {total} on "
+                               f"window [{_datetime(window.start_us)}, "
+                               f"{_datetime(window.end_us)}) group {window.group}, outside "
+                               "the 64-bit integer range")
+                        raise OverflowError(msg)
+
     # ---- rule 5c: emit ----
 
     def all_windows(self) -> list[_Window]:
@@ -543,6 +569,11 @@ def oracle_window(
           ``revision + 1``).
        d. *Evict*: drop / dlq every closed window; reopen every window with
           ``wm >= end + AL``.
+       e. *Integer sums* (checked after ingest, before emit): if a window's ``sum`` of
+          integers is outside ``[-2**63, 2**63)``, of all its rows or of its rows from
+          earlier batches (a merged session's held rows, summed before the batch's), the
+          query fails in this batch (``OverflowError``), as Spark's ``sum`` does under
+          ANSI mode.
 
        Aggregates: ``count`` (all rows; with a column, non-null values), ``sum`` (int
        stays int, float is float), ``min``, ``max``, ``avg`` (float), ``first`` /
@@ -573,6 +604,7 @@ def oracle_window(
 
     Raises:
         ValueError: If the spec cannot be modelled or a row's event time is null.
+        OverflowError: Where the query fails: an integer ``sum`` out of int64 (rule 5e).
 
     Example:
         >>> from datetime import datetime
@@ -627,7 +659,8 @@ def oracle_window(
                 continue
             model.ingest(row, event_time_us, (batch_index, index), wm_us)
 
-        # Rules 5c, 5d: emit, then evict.
+        # Rules 5e, 5c, 5d: a sum out of int64 fails the batch; else emit, then evict.
+        model.check_sums(batch_index)
         model.emit(batch_index, wm_us)
         model.evict(wm_us)
 

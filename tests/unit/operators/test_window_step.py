@@ -9,7 +9,7 @@ from collections import Counter
 import pyarrow as pa
 import pytest
 from interlace.operators.window import Aggregation, Window
-from interlace.state.accumulators import DistinctCapError
+from interlace.state.accumulators import DistinctCapError, SumOverflowError
 
 from interlace import ConfigError, StateCapError
 from interlace.testing.local import run_window_locally
@@ -91,6 +91,55 @@ def test_exact_distinct_cap_fails_loudly():
     log = [WindowBatch(rows=(row("a", 1, 1), row("a", 2, 2), row("a", 3, 3)))]
     with pytest.raises(DistinctCapError, match="max_distinct_values_per_group"):
         run_window_locally(spec, log, SCHEMA)
+
+
+I64_MAX = 2**63 - 1
+SESSION_REOPEN = window(kind="session", duration_ms=None, gap_ms=10_000, late_data="reopen",
+                        allowed_lateness_ms=60_000)
+OVERFLOW_CASES = {
+    # (spec, batches, the batch in which the query fails, the window named)
+    "tumbling": (window(), [[row("a", 1, I64_MAX - 5), row("b", 2, I64_MAX)],
+                            [row("a", 3, 5), row("b", 4, -1)], [row("a", 5, 1)]],
+                 2, r"\[2026-01-01T00:00:00Z, 2026-01-01T00:00:10Z\)"),
+    "hopping": (window(kind="hopping", hop_ms=5_000),
+                [[row("a", 7, 2**62)], [row("a", 8, 2**62)], [row("a", 30, 1)]],
+                1, r"\[2026-01-01T00:00:0[05]Z, 2026-01-01T00:00:1[05]Z\)"),
+    # A late row bridges two sessions whose sums together leave the range.
+    "session_merge": (SESSION_REOPEN, [[row("a", 0, 2**62)], [row("a", 15, 2**62)],
+                                       [row("a", 40, 1)], [row("a", 10, 1)]],
+                      3, r"\[2026-01-01T00:00:00Z, 2026-01-01T00:00:25Z\)"),
+    # The merged sessions' held sums leave the range before the bridging row (-1) is
+    # added: the merge fails, as Spark's addition in that order does.
+    "session_merge_held_rows": (SESSION_REOPEN, [[row("a", 0, 2**62)], [row("a", 15, 2**62)],
+                                                 [row("a", 40, 1)], [row("a", 10, -1)]],
+                                3, r"\[2026-01-01T00:00:00Z, 2026-01-01T00:00:25Z\)"),
+}
+
+
+@pytest.mark.parametrize("name", list(OVERFLOW_CASES))
+def test_integer_sum_overflow_fails_the_batch_the_oracle_says(name):
+    spec, batches, fails_at, where = OVERFLOW_CASES[name]
+    log = [WindowBatch(rows=tuple(b)) for b in batches]
+    with pytest.raises(OverflowError, match=rf"^batch {fails_at}: sum\(v\) AS total "):
+        oracle_window(spec, log, columns=COLS)
+    ok = run_window_locally(spec, log[:fails_at], SCHEMA)  # the batches before run through
+    assert canonical_rows([r for _, r in ok.rows]) == canonical_rows(
+        [o.row for o in oracle_window(spec, log[:fails_at], columns=COLS).rows])
+    with pytest.raises(SumOverflowError, match=(
+            rf"^integer sum overflow: sum\(v\) AS total left the 64-bit integer range on "
+            rf"window {where} for pipeline window, where Spark's sum fails with "
+            r"\[ARITHMETIC_OVERFLOW\] .*; cast `v` to double before the window")):
+        run_window_locally(spec, log[:fails_at + 1], SCHEMA)
+
+
+def test_integer_sum_back_in_range_within_a_batch_is_exact():
+    spec = window(key_groups=1)
+    log = [WindowBatch(rows=(row("a", 1, I64_MAX), row("a", 2, 1), row("a", 3, -5))),
+           WindowBatch(rows=(row("a", 30),))]
+    got = run_window_locally(spec, log, SCHEMA).rows
+    want = oracle_window(spec, log, columns=COLS).rows
+    assert [r["total"] for _, r in got if r["k"] == "a"][:1] == [I64_MAX - 4]
+    assert canonical_rows([r for _, r in got]) == canonical_rows([o.row for o in want])
 
 
 def test_approximate_distinct_is_close_on_many_values():

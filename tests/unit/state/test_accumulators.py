@@ -18,6 +18,7 @@ from interlace.state.accumulators import (
     HLL_SPARSE_MAX_ENTRIES,
     Accumulator,
     DistinctCapError,
+    SumOverflowError,
     make_accumulator,
 )
 
@@ -212,6 +213,47 @@ def test_sum_types_follow_the_input() -> None:
     dec = make_accumulator("sum")
     got = dec.result(dec.update(dec.init(1), slots, pd.Series([Decimal("1.10"), None])))
     assert got.tolist() == [Decimal("1.10")]
+
+
+I64_MAX, I64_MIN = 2**63 - 1, -(2**63)
+
+
+@pytest.mark.parametrize(("values", "slot"), [
+    ([I64_MAX, 1], 0),
+    ([I64_MIN, -1], 0),
+    ([2**62, 2**62, 2**62, -(2**62), 5], 0),  # one wrap, the exact sum is 2**63 + 5
+])
+def test_integer_sum_past_int64_fails_as_spark_does(values: list[int], slot: int) -> None:
+    acc = make_accumulator("sum")
+    slots = np.array([1] + [0] * len(values))
+    with pytest.raises(SumOverflowError, match=r"64-bit integer range \(slot 0\)") as err:
+        acc.update(acc.init(2), slots, np.array([7, *values], dtype=np.int64))
+    assert err.value.slot == slot
+
+
+def test_integer_sum_fails_when_a_merge_leaves_int64() -> None:
+    acc = make_accumulator("sum")
+    a = acc.update(acc.init(2), np.array([0, 1]), np.array([I64_MAX - 1, 3]))
+    assert as_list(acc.result(acc.merge(a, acc.take(a, np.array([1])), np.array([1])))) == [
+        I64_MAX - 1, 6]
+    with pytest.raises(SumOverflowError) as err:
+        acc.merge(a, acc.take(a, np.array([1])), np.array([0]))
+    assert err.value.slot == 0
+
+
+def test_integer_sum_at_the_edges_of_int64_is_exact() -> None:
+    # Only the exact sum counts: a wrap undone later in the same call is no overflow.
+    acc = make_accumulator("sum")
+    slots = np.array([0, 0, 1, 1, 2, 2, 2, 3, 3])
+    values = np.array([I64_MAX - 1, 1, I64_MIN + 1, -1, I64_MAX, 1, -5, 2**62, 2**62 - 1])
+    got = as_list(acc.result(acc.update(acc.init(4), slots, values)))
+    assert got == [I64_MAX, I64_MIN, I64_MAX - 4, I64_MAX]
+    # Sums far from the range skip the exact check; pinned long input (float64 with NaN).
+    pinned = make_accumulator("sum", dtype="long")
+    many = np.full(100_000, 2.0**40)
+    many[0] = np.nan
+    state = pinned.update(pinned.init(1), np.zeros(len(many), dtype=np.int64), many)
+    assert as_list(pinned.result(state)) == [99_999 * 2**40]
 
 
 @pytest.mark.parametrize("agg", ["sum", "avg"])
