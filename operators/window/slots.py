@@ -19,7 +19,7 @@ import pyarrow as pa
 from interlace.operators.common.keys import key_codes
 from interlace.operators.window.output import last_output_frame
 from interlace.operators.window.plan import AggPlan, WindowPlan
-from interlace.state.accumulators import SumOverflowError
+from interlace.state.accumulators import DistinctCapError, SumOverflowError
 from numpy.typing import NDArray
 
 __all__ = ["Assignments", "Held", "fixed_slots", "group_codes", "session_slots"]
@@ -176,7 +176,7 @@ def session_slots(
         em = a_idx[emitted[a_idx]]
         if len(em) and plan.keeps_last_output:
             retracts.append(last_output_frame(plan, slots, em, revision[em] + 1))
-    # Survivors take the cluster's bounds (an overflow in the merge below names them).
+    # Survivors take the cluster's bounds (an error in the merge below names them).
     all_start = np.asarray(slots.column("start").to_numpy(), dtype=np.int64).copy()
     all_end = np.asarray(slots.column("end").to_numpy(), dtype=np.int64).copy()
     cl = np.array(list(slot_of.keys()), dtype=np.int64)
@@ -189,7 +189,7 @@ def session_slots(
     if len(absorbed):
         merged = []
         for a, s in zip(plan.aggs, accs, strict=True):
-            with naming_overflow(plan, a, slots):
+            with naming_window(plan, a, slots):
                 merged.append(a.accumulator().merge(s, a.accumulator().take(s, a_idx), a_to))
         accs = merged
     news = items[~items["old"]]
@@ -209,20 +209,29 @@ def session_slots(
 
 
 @contextmanager
-def naming_overflow(plan: WindowPlan, agg: AggPlan, slots: pa.Table) -> Iterator[None]:
-    """Re-raise an accumulator's :class:`SumOverflowError` naming ``agg``, its window, the pipeline.
+def naming_window(plan: WindowPlan, agg: AggPlan, slots: pa.Table) -> Iterator[None]:
+    """Re-raise an accumulator's slot error naming ``agg``, its window and the pipeline.
 
-    ``slots`` is the slot table the accumulator's slot numbers index.
+    An integer sum out of int64 (:class:`SumOverflowError`) or an exact ``count_distinct``
+    past its cap (:class:`DistinctCapError`) names an internal slot; ``slots`` is the slot
+    table those slot numbers index.
     """
     try:
         yield
-    except SumOverflowError as e:
+    except (SumOverflowError, DistinctCapError) as e:
         start, end = (int(slots.column(c)[e.slot].as_py()) for c in ("start", "end"))
+        where = f"on window [{iso_utc(start)}, {iso_utc(end)}) for pipeline {plan.name}"
+        if isinstance(e, DistinctCapError):
+            raise DistinctCapError(e.cap, e.slot, e.count, (
+                f"exact count_distinct cap hit: count_distinct({agg.column}) AS {agg.alias} "
+                f"passed max_distinct_values_per_group={e.cap} ({e.count} distinct values) "
+                f"{where}; raise `max_distinct_values_per_group` or use mode='approximate'"
+            )) from None
         raise SumOverflowError(e.slot, (
-        f"integer sum overflow: sum({agg.column}) AS {agg.alias} left the 64-bit integer range "
-        f"on window [{iso_utc(start)}, {iso_utc(end)}) for pipeline {plan.name}, where Spark's "
-        f"sum fails with [ARITHMETIC_OVERFLOW] (ANSI mode, its default); cast `{agg.column}` "
-        "to double before the window to sum past 9.2e18")) from None
+            f"integer sum overflow: sum({agg.column}) AS {agg.alias} left the 64-bit integer "
+            f"range {where}, where Spark's sum fails with [ARITHMETIC_OVERFLOW] (ANSI mode, its "
+            f"default); cast `{agg.column}` to double before the window to sum past 9.2e18"
+        )) from None
 
 
 def iso_utc(us: int) -> str:

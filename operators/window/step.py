@@ -27,7 +27,7 @@ from interlace.operators.window.slots import (
     fixed_slots,
     group_codes,
     iso_utc,
-    naming_overflow,
+    naming_window,
     session_slots,
 )
 from interlace.state import blob
@@ -205,7 +205,7 @@ def step_window(
         }
         for i, a in enumerate(plan.aggs):
             column = values[a.column] if a.column else None
-            with naming_overflow(plan, a, slots):
+            with naming_window(plan, a, slots):
                 accs[i] = a.accumulator().update(accs[i], target, column, t_rows, seq_rows)
         changed[target] = True
 

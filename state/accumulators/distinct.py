@@ -25,7 +25,8 @@ class DistinctCapError(InterlaceError, RuntimeError):
     """An exact ``count_distinct`` slot holds more values than its cap.
 
     Raised by ``update``/``merge``, so the query fails in the micro-batch in
-    which the cap was passed; the operator may re-raise it naming the window.
+    which the cap was passed; the window operator re-raises it naming the aggregation and
+    the window.
 
     Attributes:
         cap: The configured ``max_distinct_values_per_group``.
@@ -34,12 +35,13 @@ class DistinctCapError(InterlaceError, RuntimeError):
 
     """
 
-    def __init__(self, cap: int, slot: int, count: int) -> None:
+    def __init__(self, cap: int, slot: int, count: int, message: str | None = None) -> None:
         self.cap = cap
         self.slot = slot
         self.count = count
         super().__init__(
-            f"exact count_distinct cap hit: max_distinct_values_per_group={cap} exceeded "
+            message
+            or f"exact count_distinct cap hit: max_distinct_values_per_group={cap} exceeded "
             f"({count} distinct values in one group, slot {slot}); raise "
             "`max_distinct_values_per_group` or use mode='approximate'"
         )

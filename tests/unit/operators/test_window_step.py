@@ -89,7 +89,26 @@ def test_exact_distinct_cap_fails_loudly():
     spec = window(aggregations=[Aggregation(agg="count_distinct", column="v", mode="exact",
                                             max_distinct_values_per_group=2, as_="d")])
     log = [WindowBatch(rows=(row("a", 1, 1), row("a", 2, 2), row("a", 3, 3)))]
-    with pytest.raises(DistinctCapError, match="max_distinct_values_per_group"):
+    with pytest.raises(DistinctCapError, match=(
+            r"^exact count_distinct cap hit: count_distinct\(v\) AS d passed "
+            r"max_distinct_values_per_group=2 \(3 distinct values\) on window "
+            r"\[2026-01-01T00:00:00Z, 2026-01-01T00:00:10Z\) for pipeline window; raise "
+            r"`max_distinct_values_per_group` or use mode='approximate'$")) as err:
+        run_window_locally(spec, log, SCHEMA)
+    assert (err.value.cap, err.value.count) == (2, 3)
+
+
+def test_exact_distinct_cap_passed_by_a_session_merge_names_the_merged_session():
+    spec = window(kind="session", duration_ms=None, gap_ms=10_000, late_data="reopen",
+                  allowed_lateness_ms=60_000, aggregations=[Aggregation(
+                      agg="count_distinct", column="v", mode="exact",
+                      max_distinct_values_per_group=3, as_="d")])
+    log = [WindowBatch(rows=(row("a", 0, 1), row("a", 1, 2))),
+           WindowBatch(rows=(row("a", 15, 3), row("a", 16, 4))),
+           WindowBatch(rows=(row("a", 40, 1),)), WindowBatch(rows=(row("a", 10, 1),))]
+    run_window_locally(spec, log[:3], SCHEMA)  # two sessions of two values each
+    with pytest.raises(DistinctCapError, match=(
+            r"\(4 distinct values\) on window \[2026-01-01T00:00:00Z, 2026-01-01T00:00:26Z\) ")):
         run_window_locally(spec, log, SCHEMA)
 
 
