@@ -221,17 +221,7 @@ def naming_window(plan: WindowPlan, agg: AggPlan, slots: pa.Table) -> Iterator[N
     except (SumOverflowError, DistinctCapError) as e:
         start, end = (int(slots.column(c)[e.slot].as_py()) for c in ("start", "end"))
         where = f"on window [{iso_utc(start)}, {iso_utc(end)}) for pipeline {plan.name}"
-        if isinstance(e, DistinctCapError):
-            raise DistinctCapError(e.cap, e.slot, e.count, (
-                f"exact count_distinct cap hit: count_distinct({agg.column}) AS {agg.alias} "
-                f"passed max_distinct_values_per_group={e.cap} ({e.count} distinct values) "
-                f"{where}; raise `max_distinct_values_per_group` or use mode='approximate'"
-            )) from None
-        raise SumOverflowError(e.slot, (
-            f"integer sum overflow: sum({agg.column}) AS {agg.alias} left the 64-bit integer "
-            f"range {where}, where Spark's sum fails with [ARITHMETIC_OVERFLOW] (ANSI mode, its "
-            f"default); cast `{agg.column}` to double before the window to sum past 9.2e18"
-        )) from None
+        raise e.named(f"{agg.agg}({agg.column}) AS {agg.alias}", agg.column, where) from None
 
 
 def iso_utc(us: int) -> str:

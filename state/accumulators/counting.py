@@ -33,14 +33,26 @@ class SumOverflowError(InterlaceError, ArithmeticError):
 
     """
 
-    def __init__(self, slot: int, message: str | None = None) -> None:
+    def __init__(
+        self,
+        slot: int,
+        aggregation: str | None = None,
+        column: str | None = None,
+        where: str | None = None,
+    ) -> None:
         self.slot = slot
+        aggregation = aggregation or "a group's sum"
+        where = where or f"(slot {slot})"
+        column = f"`{column}`" if column else "the column"
         super().__init__(
-            message
-            or f"integer sum overflow: a group's sum left the 64-bit integer range (slot {slot}),"
-            " where Spark's sum fails with [ARITHMETIC_OVERFLOW] (ANSI mode, its default); "
-            "cast the column to double before the window to sum past 9.2e18"
+            f"integer sum overflow: {aggregation} left the 64-bit integer range {where}, where "
+            "Spark's sum fails with [ARITHMETIC_OVERFLOW] (ANSI mode, its default); "
+            f"cast {column} to double before the window to sum past 9.2e18"
         )
+
+    def named(self, aggregation: str, column: str | None, where: str) -> SumOverflowError:
+        """The same error, naming the aggregation (``sum(x) AS s``), its column and where."""
+        return SumOverflowError(self.slot, aggregation, column, where)
 
 
 # Below this bound no int64 sum can have wrapped; the float shadow's rounding error (at most

@@ -35,16 +35,32 @@ class DistinctCapError(InterlaceError, RuntimeError):
 
     """
 
-    def __init__(self, cap: int, slot: int, count: int, message: str | None = None) -> None:
+    def __init__(
+        self,
+        cap: int,
+        slot: int,
+        count: int,
+        aggregation: str | None = None,
+        where: str | None = None,
+    ) -> None:
         self.cap = cap
         self.slot = slot
         self.count = count
-        super().__init__(
-            message
-            or f"exact count_distinct cap hit: max_distinct_values_per_group={cap} exceeded "
-            f"({count} distinct values in one group, slot {slot}); raise "
-            "`max_distinct_values_per_group` or use mode='approximate'"
+        what = (
+            f"{aggregation} passed max_distinct_values_per_group={cap} ({count} distinct "
+            f"values) {where}"
+            if aggregation
+            else f"max_distinct_values_per_group={cap} exceeded ({count} distinct values in "
+            f"one group, slot {slot})"
         )
+        super().__init__(
+            f"exact count_distinct cap hit: {what}; raise `max_distinct_values_per_group` or "
+            "use mode='approximate'"
+        )
+
+    def named(self, aggregation: str, column: str | None, where: str) -> DistinctCapError:
+        """The same error, naming the aggregation (``count_distinct(x) AS d``) and where."""
+        return DistinctCapError(self.cap, self.slot, self.count, aggregation, where)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
