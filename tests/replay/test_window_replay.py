@@ -340,3 +340,15 @@ def test_an_integer_sum_past_int64_fails_the_query_as_spark_native_sum_does(spar
     big = [WindowBatch(rows=tuple({**r, "price": 1.5e308} for r in b.rows)) for b in log]
     result, _ = run(spark, as_double, big, tmp_path / "double")
     assert [r["s"] for _, r in result.rows] == [math.inf, math.inf]
+    # Exactly on the edges: sums of MAX and MIN are kept, by Spark and here, as the oracle says.
+    edges = [WindowBatch(rows=(ev("a", 1, 2**62), ev("b", 2, -(2**62)))),
+             WindowBatch(rows=(ev("a", 3, 2**62 - 1), ev("b", 4, -(2**62)))),
+             WindowBatch(rows=(ev("a", 30),))]
+    ours_at_edges, _ = run(spark, spec, edges, tmp_path / "edges")
+    theirs_at_edges = replay_streams(spark, {"events": (SCHEMA, [list(b.rows) for b in edges])},
+                                     native, workdir=tmp_path / "native-edges")
+    want = {("a", 2**63 - 1), ("b", -(2**63))}
+    assert {(r["user"], r["s"]) for _, r in ours_at_edges.rows} == want
+    assert {(r["user"], r["s"]) for _, r in theirs_at_edges.rows} == want
+    oracle_rows = oracle_window(spec, edges, columns=COLS).rows
+    assert {(o.row["user"], o.row["s"]) for o in oracle_rows} == want
