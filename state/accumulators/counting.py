@@ -57,7 +57,7 @@ class SumOverflowError(InterlaceError, ArithmeticError):
 
 # Below this bound no int64 sum can have wrapped; the float shadow's rounding error (at most
 # n ulp of 2**63, about n * 2**11) is far below it, and a wrap is off by a multiple of 2**64.
-_SAFE_INT_SUM = 2.0**62
+_SAFE_INT_SUM = 2**62
 
 
 def _check_int_sums(
@@ -71,11 +71,12 @@ def _check_int_sums(
     """
     if not len(data):
         return
-    shadow_before = before.astype(np.float64)
-    shadow_data = data.astype(np.float64)
-    if np.abs(shadow_before).max(initial=0.0) + np.abs(shadow_data).sum() < _SAFE_INT_SUM:
+    # A bound from four reductions (no copies, Python ints: exact): the hot path stops here.
+    held = max(-int(before.min()), int(before.max())) if len(before) else 0
+    if held + len(data) * max(-int(data.min()), int(data.max())) < _SAFE_INT_SUM:
         return
-    np.add.at(shadow_before, s, shadow_data)
+    shadow_before = before.astype(np.float64)
+    np.add.at(shadow_before, s, data.astype(np.float64))
     over = np.flatnonzero(np.abs(shadow_before - after.astype(np.float64)) > _SAFE_INT_SUM)
     if len(over):
         raise SumOverflowError(int(over[0]))
