@@ -22,7 +22,13 @@ import pyarrow as pa
 from interlace.operators.common.arrow import i64
 from interlace.operators.common.deadletters import dead_letter
 from interlace.operators.common.keys import has_null_key
-from interlace.operators.common.names import DEAD_LETTER_COLUMN, RESERVED_PREFIX
+from interlace.operators.common.names import (
+    DEAD_LETTER_COLUMN,
+    EVENT_TIME_OUT,
+    OP_COLUMN,
+    RESERVED_PREFIX,
+    VERSION_COLUMN,
+)
 from interlace.operators.common.prepare import HOME_COLUMN, SIDE_COLUMN
 from interlace.operators.common.tables import (
     TablePlan,
@@ -59,7 +65,6 @@ __all__ = [
     "with_dead_letters",
 ]
 
-OP_COLUMN, EVENT_TIME_OUT, VERSION_COLUMN = "op", "event_time", "version"
 """The fixed output columns of a changelog (SEMANTICS §9)."""
 OP_UPSERT, OP_DELETE = "upsert", "delete"
 SIDE_NAMES = ("left", "right")

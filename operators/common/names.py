@@ -9,8 +9,12 @@ from __future__ import annotations
 from interlace.state.buffers import TIME_COLUMN
 
 __all__ = [
+    "CLOCK_COLUMN",
     "DEAD_LETTER_COLUMN",
     "EVENT_TIME_COLUMN",
+    "EVENT_TIME_OUT",
+    "OP_COLUMN",
+    "VERSION_COLUMN",
     "KEY_GROUP_COLUMN",
     "RESERVED_PREFIX",
     "TIME_US_COLUMN",
@@ -27,3 +31,12 @@ EVENT_TIME_COLUMN = RESERVED_PREFIX + "t"
 #: The event time as int64 µs, what ``step`` reads; the join buffers keep it under the same
 #: name (:data:`interlace.state.buffers.TIME_COLUMN`, ``__il_tus``).
 TIME_US_COLUMN = TIME_COLUMN
+#: A chain stage's input clock (SEMANTICS §11, docs/chains.md): the watermark of the stage
+#: that wrote the row, as a timestamp, stamped by the channel between two stages. The one
+#: reserved name an input may hold: Spark's watermark is then set on it instead of on the event
+#: time (:func:`interlace.operators.common.prepare.watermarked`), so a stage's ``W`` follows its
+#: upstream's watermark, not the greatest event time it has seen.
+CLOCK_COLUMN = RESERVED_PREFIX + "clock"
+#: The fixed columns of a changelog output (SEMANTICS §9, §10): ``op``, ``event_time``,
+#: ``version``.
+OP_COLUMN, EVENT_TIME_OUT, VERSION_COLUMN = "op", "event_time", "version"

@@ -22,6 +22,7 @@ from interlace.operators.common.checks import (
 )
 from interlace.operators.common.connect import check_counters
 from interlace.operators.common.names import (
+    CLOCK_COLUMN,
     EVENT_TIME_COLUMN,
     KEY_GROUP_COLUMN,
     RESERVED_PREFIX,
@@ -39,9 +40,11 @@ __all__ = [
     "checked_inputs",
     "checked_side",
     "prepared_columns",
+    "shared_clock",
     "two_sided_input",
     "watermarked",
     "with_event_time",
+    "without_clock",
 ]
 
 #: The side tag (int32: 0 left, 1 right) of a two-input table join's prepared row.
@@ -93,6 +96,40 @@ def with_event_time(df: Any, column: str, field_name: str, what: str, time_mode:
     return df
 
 
+def without_clock(df: Any) -> Any:
+    """Return ``df`` without the chain clock (:data:`~.names.CLOCK_COLUMN`), if it has one.
+
+    The clock is not an input column: it sets Spark's watermark (:func:`watermarked`) and is
+    never buffered, aggregated, joined, output or dead-lettered. Operators read their input's
+    schema and columns from this view.
+    """
+    return df.drop(CLOCK_COLUMN) if CLOCK_COLUMN in df.columns else df
+
+
+def shared_clock(sides: Sequence[tuple[Any, str]]) -> list[tuple[Any, str]]:
+    """Give every input of a two-input operator a chain clock when one of them has it.
+
+    An input without one gets its own event time as its clock: watermarked on it, with the
+    same delay, it moves Spark's watermark and is filtered by it exactly as when watermarked
+    on the event time, and the prepared inputs keep one column layout and one watermarked
+    column (the one Spark's filter of late rows reads) for their union.
+
+    Args:
+        sides: Each input with its event-time column (:func:`checked_inputs`).
+
+    Returns:
+        ``sides``, unchanged unless one input has the clock and another has not.
+    """
+    from pyspark.sql import functions as F
+
+    if not any(CLOCK_COLUMN in df.columns for df, _ in sides):
+        return list(sides)
+    return [
+        (df if CLOCK_COLUMN in df.columns else df.withColumn(CLOCK_COLUMN, F.col(f"`{et}`")), et)
+        for df, et in sides
+    ]
+
+
 def watermarked(df: Any, event_time: str, columns: Sequence[str], delay_ms: int) -> Any:
     """Select ``event_time`` as ``__il_t`` and ``columns``, with the watermark on ``__il_t``.
 
@@ -102,9 +139,17 @@ def watermarked(df: Any, event_time: str, columns: Sequence[str], delay_ms: int)
     function then drops and counts it (:class:`~.shim.OperatorFunction`). Such a row's
     ``__il_t`` is NULL: it moves no watermark, and Spark's filter lets it through to be
     counted.
+
+    A chain stage's input (``df`` holds :data:`~.names.CLOCK_COLUMN`, stamped by the channel
+    with the upstream stage's watermark) gets the watermark on the clock instead, which is
+    selected too: Spark's ``W`` then follows the upstream's watermark minus ``delay_ms``, and
+    the operator judges each row's own event time against it (SEMANTICS §11). Spark's filter
+    of rows behind the previous ``W`` then reads the clock, which never drops a row (the
+    channel stamps ``upstream wm + 999 µs``, and the upstream's ``wm`` never decreases).
     """
     from pyspark.sql import functions as F
 
+    columns = [c for c in columns if c != CLOCK_COLUMN]
     fits = {c: _fits_pandas(df, c) for c in dict.fromkeys([event_time, *columns])}
     out_of_range = F.lit(False)
     for f in fits.values():
@@ -115,12 +160,15 @@ def watermarked(df: Any, event_time: str, columns: Sequence[str], delay_ms: int)
         col = F.col(f"`{c}`")
         return col if fits[c] is None else F.when(fits[c], col)
 
+    clocked = CLOCK_COLUMN in df.columns
     base = df.select(
         F.when(~out_of_range, F.col(f"`{event_time}`")).alias(EVENT_TIME_COLUMN),
         *[carried(c).alias(c) for c in columns],
         out_of_range.alias(OUT_OF_RANGE_COLUMN),
+        *([F.when(~out_of_range, F.col(CLOCK_COLUMN)).alias(CLOCK_COLUMN)] if clocked else []),
     )
-    return base.withWatermark(EVENT_TIME_COLUMN, f"{delay_ms} milliseconds")
+    return base.withWatermark(CLOCK_COLUMN if clocked else EVENT_TIME_COLUMN,
+                              f"{delay_ms} milliseconds")
 
 
 def _fits_pandas(df: Any, column: str) -> Any:
@@ -182,12 +230,13 @@ def _fits(col: Any, typ: Any) -> Any:
     return col.isNull() | F.coalesce(every, F.lit(True))
 
 
-def prepared_columns(sql_keys: Sequence[str], key_groups: int) -> list[Any]:
+def prepared_columns(base: Any, sql_keys: Sequence[str], key_groups: int) -> list[Any]:
     """The key group, watermarked time, µs time and out-of-range flag of a prepared row.
 
-    ``__il_kg``, ``__il_t``, ``__il_tus`` and ``__il_oor`` (of a frame from
-    :func:`watermarked`). The key group is that of the SQL expressions ``sql_keys`` (0 for
-    every row if none).
+    ``__il_kg``, ``__il_t``, ``__il_tus`` and ``__il_oor`` of ``base`` (a frame from
+    :func:`watermarked`), then its chain clock if it has one: Spark's stateful operator needs
+    the watermarked column among its input's. The key group is that of the SQL expressions
+    ``sql_keys`` (0 for every row if none).
     """
     from pyspark.sql import functions as F
 
@@ -200,6 +249,7 @@ def prepared_columns(sql_keys: Sequence[str], key_groups: int) -> list[Any]:
         F.col(EVENT_TIME_COLUMN),
         F.unix_micros(F.col(EVENT_TIME_COLUMN)).alias(TIME_US_COLUMN),
         F.col(OUT_OF_RANGE_COLUMN),
+        *([F.col(CLOCK_COLUMN)] if CLOCK_COLUMN in base.columns else []),
     ]
 
 
@@ -283,6 +333,7 @@ def two_sided_input(
     """
     from pyspark.sql import functions as F
 
+    sides = shared_clock(sides)
     dfs = [df for df, _ in sides]
     keys = (spec.left_keys, spec.right_keys)
     key_groups, delay_ms = spec.key_groups, spec.watermark_delay_ms
@@ -292,11 +343,12 @@ def two_sided_input(
     frames = []
     for side, ((df, et), side_keys) in enumerate(zip(sides, keys, strict=True)):
         base = watermarked(df, et, df.columns, delay_ms)
+        carried = without_clock(df)
         kg_inputs = [
             f"CAST(`{k}` AS {t.simpleString()})"
             for k, t in zip(side_keys, per_side[side], strict=True)
         ]
-        kg, *times = prepared_columns(kg_inputs, key_groups)
+        kg, *times = prepared_columns(base, kg_inputs, key_groups)
         head = [F.lit(side).cast("int").alias(SIDE_COLUMN)]
         if replicated_side is None:
             head += [kg, *times]
@@ -314,6 +366,7 @@ def two_sided_input(
             head += [kg, *times, F.lit(True).alias(HOME_COLUMN)]
         cols = list(head)
         for s, (src, payload) in enumerate(zip(dfs, payloads, strict=True)):
+            src = carried if s == side else without_clock(src)
             for f, internal in zip(src.schema.fields, payload.names, strict=True):
                 value = F.col(f"`{f.name}`") if s == side else F.lit(None).cast(f.dataType)
                 cols.append(value.alias(internal))

@@ -23,7 +23,7 @@ from interlace.operators.common.checks import (
     require_names,
     side_field,
 )
-from interlace.operators.common.names import RESERVED_PREFIX
+from interlace.operators.common.names import EVENT_TIME_OUT, RESERVED_PREFIX
 from interlace.operators.common.spec import DEFAULT_DLQ_HORIZON_MS, LateDataFields
 from interlace.operators.errors import ConfigError
 from interlace.state import blob
@@ -254,6 +254,21 @@ class TwoTableFields(TableJoinFields):
     def horizon_ms(self) -> int:
         """``H``: 0 (SEMANTICS §7), plus ``dlq_horizon_ms`` under dlq (semantics notes §1)."""
         return self.dlq_horizon_ms if self.late_data == "dlq" else 0
+
+    def output_lags_ms(self) -> dict[str, int]:
+        """Return the lag of each output time column, in ms (SEMANTICS §11).
+
+        The lag of a column: every row emitted in a micro-batch has a time in that column at
+        or after ``wm - lag``, ``wm`` being the operator watermark of the micro-batch before
+        it. A chain stage reading this output on that column needs ``lateness_ms >= lag``
+        (docs/chains.md derives each value). Output columns not listed have no such bound.
+
+        An update is applied (and its changes emitted with its ``event_time``) once ``wm``
+        passes it (``final``) or on arrival (``eager``); Spark's filter has removed every
+        update at or behind the previous ``W = wm - H``: ``event_time`` lags by ``H`` (0,
+        or ``dlq_horizon_ms`` under dlq).
+        """
+        return {EVENT_TIME_OUT: self.horizon_ms}
 
     def side_tombstone_column(self, side: str) -> str | None:
         """Return the tombstone column of ``side``'s table (its own, else the shared one)."""

@@ -18,7 +18,7 @@ from interlace.operators.common.arrow import arrow_schema_for
 from interlace.operators.common.checks import require_columns
 from interlace.operators.common.docs import PREPARE_RETURNS, RUN_RAISES, fill_doc, operator_usage
 from interlace.operators.common.keytypes import spark_key_types
-from interlace.operators.common.prepare import checked_inputs
+from interlace.operators.common.prepare import checked_inputs, without_clock
 from interlace.operators.common.shim import BoundOperator, TablesFunction, bind_changelog_join
 from interlace.operators.common.watermark import NO_DEADLINE_MS
 from interlace.operators.foreign_key.plan import ForeignKeyJoinPlan
@@ -84,7 +84,7 @@ def prepare_foreign_key_join(
     {returns}
     """
     sides = checked_inputs(left, right, spec, counters, ("the left table", "the right table"))
-    (ldf, _), (rdf, _) = sides
+    ldf, rdf = (without_clock(df) for df, _ in sides)  # the clock sets the watermark only
     require_columns(ldf, spec.foreign_key_columns, "foreign_key_columns", "the left table")
     plan = ForeignKeyJoinPlan.from_schemas(
         spec, arrow_schema_for(ldf.schema), arrow_schema_for(rdf.schema)

@@ -22,7 +22,13 @@ from interlace.operators.common.compat import override
 from interlace.operators.common.docs import PREPARE_RETURNS, RUN_RAISES, fill_doc
 from interlace.operators.common.keytypes import spark_key_types
 from interlace.operators.common.names import DEAD_LETTER_COLUMN
-from interlace.operators.common.prepare import checked_inputs, prepared_columns, watermarked
+from interlace.operators.common.prepare import (
+    checked_inputs,
+    prepared_columns,
+    shared_clock,
+    watermarked,
+    without_clock,
+)
 from interlace.operators.common.shim import BoundOperator, CallResult, Frames, OperatorFunction
 from interlace.operators.common.watermark import timeout_ms_when_past
 from interlace.operators.join.plan import (
@@ -138,9 +144,10 @@ def prepare_join(left: Any, right: Any, spec: Join, *, counters: Any | None = No
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
-    (ldf, let), (rdf, ret) = checked_inputs(
+    (lclocked, let), (rclocked, ret) = shared_clock(checked_inputs(
         left, right, spec, counters, ("the left input", "the right input"), spec.time_mode
-    )
+    ))
+    ldf, rdf = without_clock(lclocked), without_clock(rclocked)  # the columns joined
     plan = JoinPlan.from_schemas(
         spec,
         arrow_schema_for(ldf.schema),
@@ -150,14 +157,15 @@ def prepare_join(left: Any, right: Any, spec: Join, *, counters: Any | None = No
     )
     key_types = spark_key_types(ldf, rdf, spec.left_keys, spec.right_keys)
 
-    def side_frame(df: Any, et: str, side: int, keys: Sequence[str]) -> Any:
-        base = watermarked(df, et, df.columns, spec.watermark_delay_ms)
+    def side_frame(clocked: Any, et: str, side: int, keys: Sequence[str]) -> Any:
+        base = watermarked(clocked, et, clocked.columns, spec.watermark_delay_ms)
+        df = ldf if side == LEFT else rdf
         kg_inputs = [
             f"CAST(`{k}` AS {t.simpleString()})" for k, t in zip(keys, key_types, strict=True)
         ]
         cols = [
             F.lit(side).cast("int").alias(SIDE_COLUMN),
-            *prepared_columns(kg_inputs, spec.key_groups),
+            *prepared_columns(base, kg_inputs, spec.key_groups),
         ]
         # Both sides' columns share slots (payload_sources); the event-time columns are __il_t.
         for slot, li, ri in plan.slots:
@@ -169,8 +177,8 @@ def prepare_join(left: Any, right: Any, spec: Join, *, counters: Any | None = No
                 cols.append(F.lit(None).cast(typ.dataType).alias(slot))
         return base.select(*cols)
 
-    prepared = side_frame(ldf, let, LEFT, spec.left_keys).unionByName(
-        side_frame(rdf, ret, RIGHT, spec.right_keys)
+    prepared = side_frame(lclocked, let, LEFT, spec.left_keys).unionByName(
+        side_frame(rclocked, ret, RIGHT, spec.right_keys)
     )
     out_fields = []
     for o in plan.outputs:

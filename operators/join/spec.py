@@ -167,6 +167,37 @@ class Join(LateDataFields):
 
     # allowance_ms (AL), horizon_ms (H) and watermark_delay_ms: LateDataFields.
 
+    def output_lags_ms(self) -> dict[str, int]:
+        """Return the lag of each output time column, in ms (SEMANTICS §11).
+
+        The lag of a column: every row emitted in a micro-batch has a time in that column at
+        or after ``wm - lag``, ``wm`` being the operator watermark of the micro-batch before
+        it. A chain stage reading this output on that column needs ``lateness_ms >= lag``
+        (docs/chains.md derives each value). Output columns not listed have no such bound.
+
+        A left row is buffered (and may be emitted, matched or at eviction) until ``wm``
+        passes ``t + upper + AL``, a right row until it passes ``t - lower + AL``: the left
+        event-time column lags by ``upper + AL``, the right one by ``AL - lower`` (at least
+        0), each where the output holds it (prefixed; semi / anti joins: the left one,
+        unprefixed).
+        """
+        al = self.allowance_ms
+        lags = {"left": max(0, self.upper + al), "right": max(0, al - self.lower)}
+        out: dict[str, int] = {}
+        for side, chosen, prefix in (
+            ("left", self.output_left_columns, self.left_prefix),
+            ("right", self.output_right_columns, self.right_prefix),
+        ):
+            et = self.side_event_time_column(side)
+            if et is None or (chosen is not None and et not in chosen):
+                continue
+            if self.how in ("left_semi", "left_anti"):
+                if side == "left":
+                    out[et] = lags["left"]
+                continue
+            out[prefix + et] = lags[side]
+        return out
+
     def side_event_time_column(self, side: str) -> str | None:
         """Return the event-time column of ``side`` (``"left"`` or ``"right"``)."""
         override = self.left_event_time_column if side == "left" else self.right_event_time_column

@@ -18,7 +18,7 @@ from interlace.operators.common.compat import override
 from interlace.operators.common.docs import PREPARE_RETURNS, RUN_RAISES, fill_doc, operator_usage
 from interlace.operators.common.keytypes import spark_key_types
 from interlace.operators.common.names import DEAD_LETTER_COLUMN
-from interlace.operators.common.prepare import checked_inputs, two_sided_input
+from interlace.operators.common.prepare import checked_inputs, two_sided_input, without_clock
 from interlace.operators.common.shim import BoundOperator, TablesFunction, TableStepResult
 from interlace.operators.common.watermark import NO_DEADLINE_MS, timeout_ms_when_reached
 from interlace.operators.stream_table.plan import RIGHT_VALID_FROM, StreamTablePlan
@@ -95,7 +95,8 @@ def prepare_stream_table_join(
     from pyspark.sql import types as T
 
     sides = checked_inputs(stream, table, spec, counters, ("the stream", "the table"))
-    (sdf, _), (tdf, tet) = sides
+    sdf, tdf = (without_clock(df) for df, _ in sides)  # the clock sets the watermark only
+    tet = sides[1][1]
     plan = StreamTablePlan.from_schemas(
         spec, arrow_schema_for(sdf.schema), arrow_schema_for(tdf.schema)
     )

@@ -130,6 +130,21 @@ class StreamTableJoin(TableJoinFields):
         """
         return self.retention_ms + (self.dlq_horizon_ms if self.late_data == "dlq" else 0)
 
+    def output_lags_ms(self) -> dict[str, int]:
+        """Return the lag of each output time column, in ms (SEMANTICS §11).
+
+        The lag of a column: every row emitted in a micro-batch has a time in that column at
+        or after ``wm - lag``, ``wm`` being the operator watermark of the micro-batch before
+        it. A chain stage reading this output on that column needs ``lateness_ms >= lag``
+        (docs/chains.md derives each value). Output columns not listed have no such bound.
+
+        A stream row is joined once ``wm`` passes its time (``final``) or on arrival
+        (``eager``), and is late only below ``wm - HR``: the stream's event-time column lags by
+        ``HR``. ``right_valid_from`` has no bound (a version may be old).
+        """
+        et = self.side_event_time_column("left")
+        return {} if et is None else {self.left_prefix + et: self.retention_ms}
+
     # watermark_delay_ms (lateness_ms + H): LateDataFields; side_event_time_column:
     # TableJoinFields.
 

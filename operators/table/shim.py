@@ -16,7 +16,7 @@ from typing import Any
 from interlace.operators.common.arrow import arrow_schema_for
 from interlace.operators.common.docs import PREPARE_RETURNS, RUN_RAISES, fill_doc, operator_usage
 from interlace.operators.common.keytypes import spark_key_types
-from interlace.operators.common.prepare import checked_inputs
+from interlace.operators.common.prepare import checked_inputs, without_clock
 from interlace.operators.common.shim import BoundOperator, TablesFunction, bind_changelog_join
 from interlace.operators.common.watermark import NO_DEADLINE_MS
 from interlace.operators.table.plan import TableJoinPlan
@@ -75,7 +75,7 @@ def prepare_table_join(
     {returns}
     """
     sides = checked_inputs(left, right, spec, counters, ("the left table", "the right table"))
-    (ldf, _), (rdf, _) = sides
+    ldf, rdf = (without_clock(df) for df, _ in sides)  # the clock sets the watermark only
     plan = TableJoinPlan.from_schemas(
         spec, arrow_schema_for(ldf.schema), arrow_schema_for(rdf.schema)
     )

@@ -20,7 +20,12 @@ from interlace.operators.common.checks import check_input, require_columns
 from interlace.operators.common.compat import override
 from interlace.operators.common.connect import check_counters
 from interlace.operators.common.names import DEAD_LETTER_COLUMN, TIME_US_COLUMN
-from interlace.operators.common.prepare import prepared_columns, watermarked, with_event_time
+from interlace.operators.common.prepare import (
+    prepared_columns,
+    watermarked,
+    with_event_time,
+    without_clock,
+)
 from interlace.operators.common.shim import BoundOperator, CallResult, Frames, OperatorFunction
 from interlace.operators.common.watermark import timeout_ms_when_reached
 from interlace.operators.common.worker import guard_source_checkout
@@ -104,6 +109,7 @@ def prepare_window(df: Any, spec: Window, *, counters: Any | None = None) -> Win
     if clash:
         msg = f"aggregation alias(es) {clash} collide with `group_by` columns; rename the alias"
         raise ConfigError(msg)
+    clocked, df = df, without_clock(df)  # the clock sets the watermark only (SEMANTICS §11)
     plan = WindowPlan.from_schema(spec, arrow_schema_for(df.schema))
     needed = (
         list(df.columns)
@@ -112,9 +118,9 @@ def prepare_window(df: Any, spec: Window, *, counters: Any | None = None) -> Win
             dict.fromkeys([*spec.group_by, *(a.column for a in spec.aggregations if a.column)])
         )
     )
-    base = watermarked(df, et, needed, spec.watermark_delay_ms)
+    base = watermarked(clocked, et, needed, spec.watermark_delay_ms)
     prepared = base.select(
-        *prepared_columns([_group_sql(g, df.schema[g].dataType) for g in spec.group_by],
+        *prepared_columns(base, [_group_sql(g, df.schema[g].dataType) for g in spec.group_by],
                           spec.key_groups),
         *[F.col(f"`{c}`") for c in needed],
     )

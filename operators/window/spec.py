@@ -243,6 +243,24 @@ class Window(LateDataFields):
     # allowance_ms (AL: how long reopen keeps a closed window), horizon_ms (H) and
     # watermark_delay_ms: LateDataFields.
 
+    def output_lags_ms(self) -> dict[str, int]:
+        """Return the lag of each output time column, in ms (SEMANTICS §11).
+
+        The lag of a column: every row emitted in a micro-batch has a time in that column at
+        or after ``wm - lag``, ``wm`` being the operator watermark of the micro-batch before
+        it. A chain stage reading this output on that column needs ``lateness_ms >= lag``
+        (docs/chains.md derives each value). Output columns not listed have no such bound.
+
+        A window is emitted in the first micro-batch whose ``wm`` reaches its end, so its end
+        is past the previous ``wm`` (lag 0); under ``reopen`` a kept window re-emits until
+        ``wm`` passes ``end + AL`` (lag ``AL``). A tumbling or hopping window's start moves
+        with its end; a session's start has no bound (a session lasts while rows come).
+        """
+        lag = self.allowance_ms
+        if self.kind == "session":
+            return {self.window_end_column: lag}
+        return {self.window_start_column: lag, self.window_end_column: lag}
+
     @property
     def output_columns(self) -> list[str]:
         """Output column names in order."""
