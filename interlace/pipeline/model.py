@@ -23,10 +23,13 @@ from interlace.operators.join import Join
 from interlace.operators.window import Window
 from interlace.pipeline.ddl import is_timestamp, parse_ddl
 from interlace.pipeline.kinds import JOIN_KIND, JOIN_KINDS, JoinSpec, join_kind
+from interlace.pipeline.stages import Stage, StageRun, stage_pipelines
 from interlace.pipeline.validate import (
     JOIN_TABLE,
     WINDOW_TABLE,
+    check_unique_sources,
     err,
+    label,
     output_columns_of,
     toml_key,
     validate,
@@ -46,6 +49,7 @@ __all__ = [
     "Source",
     "Target",
     "SparkSettings",
+    "Stage",
     "Pipeline",
 ]
 
@@ -334,7 +338,11 @@ class SparkSettings:
 
 @dataclass(frozen=True, slots=True)
 class Pipeline:
-    """A whole streaming job: sources, one operator, a target (see the module docstring).
+    """A whole streaming job: sources, one operator or a chain of stages, a target.
+
+    One operator (``join`` or ``window``, the module docstring), or ``stages``: a chain of
+    operators, one Spark query each, the last one writing the target (SEMANTICS §11,
+    :mod:`interlace.pipeline.stages`, docs/chains.md).
 
     Args:
         name: The pipeline's name (letters, digits, ``_``, ``-``, ``.``); names the default
@@ -358,6 +366,9 @@ class Pipeline:
         dead_letter: Where dead letters go; required exactly when the operator has
             ``late_data="dlq"`` (the target gets the normal rows, without ``_dead_letter``).
         spark: Spark settings.
+        stages: A chain of :class:`~interlace.pipeline.stages.Stage` (stored as a tuple),
+            instead of ``join`` / ``window`` and their fields; each stage names its inputs
+            (sources or stages) and may have its own ``dead_letter``.
 
     Raises:
         ConfigError: Anything invalid, naming the TOML table and key (SEMANTICS §6).
@@ -375,6 +386,7 @@ class Pipeline:
     transform_sql: str | None = None
     dead_letter: Target | None = None
     spark: SparkSettings = SparkSettings()
+    stages: Sequence[Stage] = ()
 
     def __post_init__(self) -> None:
         setattr_ = object.__setattr__
@@ -418,7 +430,56 @@ class Pipeline:
             setattr_(self, "join", dataclasses.replace(self.join, name=self.name))
         if self.window is not None and self.window.name == "window":
             setattr_(self, "window", dataclasses.replace(self.window, name=self.name))
-        validate(self)
+        if isinstance(self.stages, str | bytes | Mapping) or not isinstance(self.stages, Iterable):
+            raise err((), "stages", "`stages` must be a list of Stage(...)")
+        setattr_(self, "stages", tuple(self.stages))
+        for i, st in enumerate(self.stages):
+            if not isinstance(st, Stage):
+                raise err(("stages", i), None, f"must be a Stage(...) (got {st!r})")
+        if self.stages:
+            self._check_chain_fields()
+            stage_pipelines(self)  # checks the graph and every stage (stages.py)
+        else:
+            validate(self)
+
+    def _check_chain_fields(self) -> None:
+        """A chain's operators live in its stages: the one-operator fields must be unset."""
+        check_unique_sources(self.sources)
+        if not self.sources:
+            raise err((), None, "a pipeline needs at least one [[sources]] table")
+        for fname, table in (
+            ("join", JOIN_TABLE),
+            ("window", WINDOW_TABLE),
+            ("left_source", JOIN_TABLE),
+            ("right_source", JOIN_TABLE),
+            ("window_source", WINDOW_TABLE),
+            ("transform_sql", ("transform",)),
+            ("dead_letter", ("dead_letter",)),
+        ):
+            if getattr(self, fname) is not None:
+                where = "each stage's [stages.dead_letter]" if fname == "dead_letter" else (
+                    "the [[stages]] tables")
+                raise err(table, None,
+                          f"a pipeline with [[stages]] has its operators in {where}: move "
+                          f"{label(table)} there (`{fname}` in Python goes in a Stage)")
+
+    # Chains ------------------------------------------------------------------------------------
+
+    def stage_runs(self) -> list[StageRun]:
+        """Return the pipeline's stages resolved for running, in an order that runs them.
+
+        A pipeline without ``stages`` is one stage: itself. See
+        :func:`~interlace.pipeline.stages.stage_pipelines`.
+        """
+        if not self.stages:
+            return [StageRun(stage=None, pipeline=self, upstream={}, consumers=(), final=True)]
+        return stage_pipelines(self)
+
+    def final_stage(self) -> Pipeline:
+        """Return the one-operator pipeline whose output goes to the target (``self`` if one)."""
+        if not self.stages:
+            return self
+        return next(r.pipeline for r in self.stage_runs() if r.final)
 
     # Look-ups and resolved defaults ------------------------------------------------------------
 
@@ -462,6 +523,8 @@ class Pipeline:
                 Spark) and the join does not list the columns it outputs from it.
 
         """
+        if self.stages:
+            return self.final_stage().output_columns()
         names = output_columns_of(self)
         if names is None:
             assert self.join is not None  # a window's output columns are always known
@@ -492,6 +555,8 @@ class Pipeline:
         a window under ``late_data="reopen"``; the key columns for a join whose output is a
         changelog (:attr:`~interlace.pipeline.kinds.JoinKind.changelog_key`); else none.
         """
+        if self.stages:
+            return self.final_stage().resolved_target()
         t = self.target
         if t.kind != "duckdb":
             return t
@@ -517,7 +582,7 @@ class Pipeline:
         """
         d = self.dead_letter
         if d is None or d.kind != "duckdb":
-            return d
+            return d  # a chain's dead letters: each stage's (stage_runs)
         main = self.resolved_target()
         path = d.path or (main.path if main.kind == "duckdb" else None) or DEFAULT_DUCKDB_PATH
         table = d.table or (main.table or default_table(self.name)) + DEAD_LETTER_TABLE_SUFFIX

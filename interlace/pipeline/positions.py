@@ -66,6 +66,18 @@ class Positions:
         self.keys: dict[TablePath, int] = {}
         self.tables: dict[TablePath, int] = {}
         counts: dict[TablePath, int] = {}
+        # The current element of each array of tables, by its path: a header under one
+        # (``[stages.transform.join]`` after ``[[stages]]``) is inside that element.
+        current: dict[TablePath, int] = {}
+
+        def within(parts: tuple[str, ...]) -> TablePath:
+            out: list[str | int] = []
+            for part in parts:
+                out.append(part)
+                if tuple(out) in current:
+                    out.append(current[tuple(out)])
+            return tuple(out)
+
         section: TablePath = ()
         ml = ""  # the closing delimiter of an open multi-line string
         depth = 0
@@ -82,14 +94,15 @@ class Positions:
                 m = _AOT_HEADER.match(line)
                 if m:
                     parts = _key_parts(m.group(1))
-                    idx = counts.get(parts, 0)
-                    counts[parts] = idx + 1
-                    section = (*parts, idx)
+                    array = (*within(parts[:-1]), parts[-1])
+                    idx = counts.get(array, 0)
+                    counts[array], current[array] = idx + 1, idx
+                    section = (*array, idx)
                     self.tables.setdefault(section, lineno)
                     continue
                 m = _HEADER.match(line)
                 if m:
-                    section = _key_parts(m.group(1))
+                    section = within(_key_parts(m.group(1)))
                     self.tables.setdefault(section, lineno)
                     continue
                 m = _KEY_LINE.match(line)

@@ -40,6 +40,7 @@ from interlace.operators.window import Aggregation, Window
 from interlace.pipeline.kinds import JOIN_KIND, JOIN_KINDS, join_kind, kinds_phrase
 from interlace.pipeline.model import Pipeline, Source, SparkSettings, Target
 from interlace.pipeline.positions import Positions
+from interlace.pipeline.stages import Stage
 from interlace.pipeline.validate import (
     ET_FIELDS,
     JOIN_TABLE,
@@ -218,6 +219,65 @@ def _table(items: Sequence[tuple[str, Any]], *, super_table: bool = False) -> Ta
     return table
 
 
+def _join_table(j: Any, left: str, right: str, default_name: str,
+                source_of: Any) -> Table:
+    """The ``[transform.join]`` table of a join reading ``left`` and ``right``."""
+    defaults = join_defaults(default_name, source_of(left), source_of(right))
+    et_now = {f: getattr(j, f) for f in ET_FIELDS}
+    # The three event-time fields are left out together when they are what the sources
+    # imply; otherwise each one that is set is written (reading fills nothing then).
+    et_implied = all(et_now[f] == defaults[f] for f in ET_FIELDS)
+    items: list[tuple[str, Any]] = [
+        ("kind", join_kind(j).kind),  # also the default one: files always say which
+        ("left_source", left),
+        ("right_source", right),
+    ]
+    for k, v in _non_default(j, {f: v for f, v in defaults.items() if f not in ET_FIELDS}):
+        if k in ET_FIELDS and (et_implied or v is None):
+            continue
+        items.append((k, v))
+    return _table(items)
+
+
+def _window_table(w: Window, source: str | None, src: Source | None, default_name: str) -> Table:
+    """The ``[transform.window]`` table (with its aggregations) of a window of ``source``."""
+    items = [("source", source)] if source is not None else []
+    items += _non_default(w, window_defaults(default_name, src), skip=("aggregations",))
+    window = _table(items)
+    aggregations = tomlkit.aot()
+    for a in w.aggregations:
+        aggregations.append(_table(_non_default(a)))
+    window.add("aggregations", aggregations)
+    return window
+
+
+def _transform_table(sql: str | None) -> Table:
+    return _table([("sql", sql)] if sql is not None else [], super_table=sql is None)
+
+
+def _stage_table(p: Pipeline, st: Stage) -> Table:
+    """One ``[[stages]]`` table: its name, projection, operator and dead-letter target."""
+    sources = {s.name: s for s in p.sources}
+    default_name = f"{p.name}.{st.name}"
+    items: list[tuple[str, Any]] = [("name", st.name)]
+    if st.output_sql is not None:
+        items.append(("output_sql", st.output_sql))
+    table = _table(items)
+    transform = _transform_table(st.transform_sql)
+    if st.join is not None:
+        assert st.left_source is not None and st.right_source is not None
+        transform.add("join", _join_table(st.join, st.left_source, st.right_source,
+                                          default_name, sources.get))
+    if st.window is not None:
+        src = sources.get(st.window_source) if st.window_source is not None else (
+            p.sources[0] if len(p.sources) == 1 else None)
+        transform.add("window", _window_table(st.window, st.window_source, src, default_name))
+    table.add("transform", transform)
+    if st.dead_letter is not None:
+        table.add("dead_letter", _table(_non_default(st.dead_letter)))
+    return table
+
+
 def write_pipeline(p: Pipeline) -> str:
     """Return ``p`` as TOML (:meth:`Pipeline.to_toml <.model.Pipeline.to_toml>`)."""
     doc = tomlkit.document()
@@ -226,43 +286,23 @@ def write_pipeline(p: Pipeline) -> str:
     for s in p.sources:
         sources.append(_table(_non_default(s)))
     doc.add("sources", sources)
-    transform = _table(
-        [("sql", p.transform_sql)] if p.transform_sql is not None else [],
-        super_table=p.transform_sql is None,
-    )
-    if p.join is not None:
-        assert p.left_source is not None and p.right_source is not None
-        j = p.join
-        defaults = join_defaults(p.name, p.source(p.left_source), p.source(p.right_source))
-        et_now = {f: getattr(j, f) for f in ET_FIELDS}
-        # The three event-time fields are left out together when they are what the sources
-        # imply; otherwise each one that is set is written (reading fills nothing then).
-        et_implied = all(et_now[f] == defaults[f] for f in ET_FIELDS)
-        items: list[tuple[str, Any]] = [
-            ("kind", join_kind(j).kind),  # also the default one: files always say which
-            ("left_source", p.left_source),
-            ("right_source", p.right_source),
-        ]
-        for k, v in _non_default(j, {f: v for f, v in defaults.items() if f not in ET_FIELDS}):
-            if k in ET_FIELDS and (et_implied or v is None):
-                continue
-            items.append((k, v))
-        transform.add("join", _table(items))
-    if p.window is not None:
-        w = p.window
-        src_name = p.resolved_window_source()
-        assert src_name is not None
-        items = [("source", p.window_source)] if p.window_source is not None else []
-        items += _non_default(
-            w, window_defaults(p.name, p.source(src_name)), skip=("aggregations",)
-        )
-        window = _table(items)
-        aggregations = tomlkit.aot()
-        for a in w.aggregations:
-            aggregations.append(_table(_non_default(a)))
-        window.add("aggregations", aggregations)
-        transform.add("window", window)
-    doc.add("transform", transform)
+    if p.stages:
+        stages = tomlkit.aot()
+        for st in p.stages:
+            stages.append(_stage_table(p, st))
+        doc.add("stages", stages)
+    else:
+        transform = _transform_table(p.transform_sql)
+        if p.join is not None:
+            assert p.left_source is not None and p.right_source is not None
+            transform.add("join", _join_table(p.join, p.left_source, p.right_source, p.name,
+                                              p.source))
+        if p.window is not None:
+            src_name = p.resolved_window_source()
+            assert src_name is not None
+            transform.add("window", _window_table(p.window, p.window_source,
+                                                  p.source(src_name), p.name))
+        doc.add("transform", transform)
     doc.add("target", _table(_non_default(p.target)))
     if p.dead_letter is not None:
         doc.add("dead_letter", _table(_non_default(p.dead_letter)))
@@ -366,7 +406,9 @@ class _Reader:
             where = f" in {self.path}" if self.path else ""
             msg = f"invalid TOML{where}: {exc}"
             raise ConfigError(msg) from exc
-        self.check_keys(doc, (), ["name", "sources", "transform", "target", "dead_letter", "spark"])
+        self.check_keys(
+            doc, (), ["name", "sources", "stages", "transform", "target", "dead_letter", "spark"]
+        )
         self.require(doc, (), ["name", "sources", "target"])
         name = doc["name"]
         if not isinstance(name, str):
@@ -406,6 +448,8 @@ class _Reader:
             kwargs.update(self.join(name, sources, transform["join"]))
         elif "window" in transform:
             kwargs.update(self.window(name, sources, transform["window"]))
+        if "stages" in doc:
+            kwargs["stages"] = self.stages(name, sources, doc["stages"])
         target = self.table(doc["target"], ("target",), "[target]")
         kwargs["target"] = self.target(target, ("target",))
         if "dead_letter" in doc:
@@ -425,13 +469,16 @@ class _Reader:
         self.require(data, table, ["kind"])
         return self.build(Target, table, dict(data))  # type: ignore[no-any-return]
 
-    def join(self, name: str, sources: list[Source], raw: object) -> dict[str, Any]:
-        data = dict(self.table(raw, JOIN_TABLE, "[transform.join]"))
+    def join(self, name: str, sources: list[Source], raw: object,
+             prefix: TablePath = ()) -> dict[str, Any]:
+        """Read ``[transform.join]`` (under ``prefix``: a stage's, whose inputs may be stages)."""
+        jt: TablePath = (*prefix, *JOIN_TABLE)
+        data = dict(self.table(raw, jt, "[transform.join]"))
         raw_kind = data.pop("kind", JOIN_KIND)
         kind = JOIN_KINDS.get(raw_kind) if isinstance(raw_kind, str) else None
         if kind is None:
             raise self.fail(
-                JOIN_TABLE,
+                jt,
                 "kind",
                 f"`kind` must be {kinds_phrase()} (got kind={raw_kind!r}); leave it out for a "
                 "stream-stream join",
@@ -442,20 +489,25 @@ class _Reader:
             if key not in fields and other:
                 kinds = " or ".join(repr(k) for k in other)
                 raise self.fail(
-                    JOIN_TABLE,
+                    jt,
                     key,
                     f"`{key}` is a field of kind = {kinds}, not of kind = {kind.kind!r} "
                     f"(the {kind.title}); remove it, or set kind = {kinds}",
                 )
-        self.check_keys(data, JOIN_TABLE, ["kind", "left_source", "right_source", *fields])
-        self.require(data, JOIN_TABLE, ["left_source", "right_source", *kind.required_fields])
-        refs = {}
+        self.check_keys(data, jt, ["kind", "left_source", "right_source", *fields])
+        self.require(data, jt, ["left_source", "right_source", *kind.required_fields])
+        refs: dict[str, Source | None] = {}
+        names = {}
         for key in ("left_source", "right_source"):
             ref = data.pop(key)
             if not isinstance(ref, str):
-                raise self.fail(JOIN_TABLE, key, f"`{key}` must be a source name (got {ref!r})")
+                raise self.fail(jt, key, f"`{key}` must be a source name (got {ref!r})")
+            names[key] = ref
+            if prefix:  # a stage's input: a source, else a stage (or unknown: the chain says)
+                refs[key] = next((s for s in sources if s.name == ref), None)
+                continue
             try:
-                refs[key] = resolve_source(sources, ref, JOIN_TABLE, key)
+                refs[key] = resolve_source(sources, ref, jt, key)
             except ConfigError as exc:
                 raise self.located(exc) from exc
         defaults = join_defaults(name, refs["left_source"], refs["right_source"])
@@ -464,22 +516,21 @@ class _Reader:
         for key in ("time_mode", "name"):  # the table joins have neither
             if key in fields:
                 data.setdefault(key, defaults[key])
-        spec = self.build(kind.spec_type, JOIN_TABLE, data)
-        return {
-            "join": spec,
-            "left_source": refs["left_source"].name,
-            "right_source": refs["right_source"].name,
-        }
+        spec = self.build(kind.spec_type, jt, data)
+        return {"join": spec, **names}
 
-    def window(self, name: str, sources: list[Source], raw: object) -> dict[str, Any]:
-        data = dict(self.table(raw, WINDOW_TABLE, "[transform.window]"))
+    def window(self, name: str, sources: list[Source], raw: object,
+               prefix: TablePath = ()) -> dict[str, Any]:
+        """Read ``[transform.window]`` (under ``prefix``: a stage's, whose input may be a stage)."""
+        wt: TablePath = (*prefix, *WINDOW_TABLE)
+        data = dict(self.table(raw, wt, "[transform.window]"))
         self.check_keys(
-            data, WINDOW_TABLE, ["source", "aggregations", *_WINDOW_FIXED, *_WINDOW_FIELDS]
+            data, wt, ["source", "aggregations", *_WINDOW_FIXED, *_WINDOW_FIELDS]
         )
         for key, only in _WINDOW_FIXED.items():
             if key in data and data.pop(key) != only:
                 raise self.fail(
-                    WINDOW_TABLE,
+                    wt,
                     key,
                     f"`{key}` must be {only!r} in this version "
                     f"(the other values of seed 001 are reserved)",
@@ -490,24 +541,30 @@ class _Reader:
             ref = data.pop("source")
             if not isinstance(ref, str):
                 raise self.fail(
-                    WINDOW_TABLE, "source", f"`source` must be a source name (got {ref!r})"
+                    wt, "source", f"`source` must be a source name (got {ref!r})"
                 )
             out["window_source"] = ref
-        try:
-            src = window_source_of(sources, out.get("window_source"))
-        except ConfigError as exc:
-            raise self.located(exc) from exc
+        ref = out.get("window_source")
+        if prefix:  # a stage's input: a source, else a stage (or unknown: the chain says)
+            by_name = {s.name: s for s in sources}
+            src = by_name.get(ref) if ref is not None else (
+                sources[0] if len(sources) == 1 else None)
+        else:
+            try:
+                src = window_source_of(sources, ref)
+            except ConfigError as exc:
+                raise self.located(exc) from exc
         raw_aggs = data.pop("aggregations", None)
         if raw_aggs is None:
             raise self.fail(
-                WINDOW_TABLE,
+                wt,
                 None,
                 "missing [[transform.window.aggregations]]: a "
                 "window needs at least one aggregation",
             )
         if not isinstance(raw_aggs, list) or not all(isinstance(a, dict) for a in raw_aggs):
             raise self.fail(
-                WINDOW_TABLE,
+                wt,
                 "aggregations",
                 "`aggregations` must be an array of "
                 "tables: one "
@@ -515,13 +572,46 @@ class _Reader:
             )
         aggs = []
         for i, a in enumerate(raw_aggs):
-            table: TablePath = (*WINDOW_TABLE, "aggregations", i)
+            table: TablePath = (*wt, "aggregations", i)
             self.check_keys(a, table, _AGG_KEYS)
             self.require(a, table, ["agg", "as"])
             kw = {("as_" if k == "as" else k): v for k, v in a.items()}
             aggs.append(self.build(Aggregation, table, kw))
         for key, value in window_defaults(name, src).items():
             data.setdefault(key, value)
-        self.require(data, WINDOW_TABLE, ["kind"])
-        out["window"] = self.build(Window, WINDOW_TABLE, {**data, "aggregations": aggs})
+        self.require(data, wt, ["kind"])
+        out["window"] = self.build(Window, wt, {**data, "aggregations": aggs})
+        return out
+
+    def stages(self, name: str, sources: list[Source], raw: object) -> list[Stage]:
+        """Read the ``[[stages]]`` tables: each a name, an operator, and optional extras."""
+        if not isinstance(raw, list) or not all(isinstance(s, dict) for s in raw):
+            raise self.fail((), "stages", "`stages` must be an array of tables: one [[stages]] "
+                                          "table per stage")
+        out = []
+        for i, st in enumerate(raw):
+            table: TablePath = ("stages", i)
+            self.check_keys(st, table, ["name", "transform", "output_sql", "dead_letter"])
+            self.require(st, table, ["name", "transform"])
+            kwargs: dict[str, Any] = {k: st[k] for k in ("name", "output_sql") if k in st}
+            op_name = f"{name}.{st['name']}"
+            transform = self.table(st["transform"], (*table, "transform"),
+                                   "[stages.transform]")
+            self.check_keys(transform, (*table, "transform"), ["sql", "join", "window"])
+            if "join" in transform and "window" in transform:
+                raise self.fail((*table, "transform"), "window",
+                                "a stage runs one operator: [stages.transform.join] and "
+                                "[stages.transform.window] are mutually exclusive; make two "
+                                "stages, the second reading the first")
+            if "sql" in transform:
+                kwargs["transform_sql"] = transform["sql"]
+            if "join" in transform:
+                kwargs.update(self.join(op_name, sources, transform["join"], table))
+            elif "window" in transform:
+                kwargs.update(self.window(op_name, sources, transform["window"], table))
+            if "dead_letter" in st:
+                dl = self.table(st["dead_letter"], (*table, "dead_letter"),
+                                "[stages.dead_letter]")
+                kwargs["dead_letter"] = self.target(dl, (*table, "dead_letter"))
+            out.append(self.build(Stage, table, kwargs))
         return out

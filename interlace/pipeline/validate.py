@@ -51,9 +51,18 @@ def err(table: TablePath, key: str | None, msg: str) -> ConfigError:
 
 
 def label(table: TablePath) -> str:
-    """Name a table path: ``("sources", 1)`` is ``[[sources]] #2``, ``("target",)`` ``[target]``."""
+    """Name a table path: ``("sources", 1)`` is ``[[sources]] #2``, ``("target",)`` ``[target]``.
+
+    A table inside an array of tables names both: ``("stages", 1, "transform", "window")`` is
+    ``[stages.transform.window] of [[stages]] #2``.
+    """
     if not table:
         return "top level"
+    cut = max((i for i, p in enumerate(table[:-1]) if isinstance(p, int)), default=None)
+    if cut is not None:
+        outer, inner = table[: cut + 1], table[cut + 1 :]
+        own = label((*[p for p in outer if not isinstance(p, int)], *inner))
+        return f"{own} of {label(outer)}"
     if isinstance(table[-1], int):
         return f"[[{'.'.join(str(p) for p in table[:-1])}]] #{table[-1] + 1}"
     return f"[{'.'.join(str(p) for p in table)}]"

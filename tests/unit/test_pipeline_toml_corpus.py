@@ -33,11 +33,17 @@ GOLDEN = Path(__file__).parent / "golden" / "pipelines"
 _FENCE = re.compile(r"^```toml\n(.*?)^```", re.S | re.M)
 
 
+# Fields added after the goldens were written: left out of a dump while at their default, so
+# every golden still describes its pipeline whole (a chain's stages are in its dump).
+_LATER_FIELDS = {"stages": ()}
+
+
 def dump(obj: Any) -> Any:
     """Return a pipeline as plain JSON data: each dataclass as its fields and ``__type__``."""
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         return {"__type__": type(obj).__name__,
-                **{f.name: dump(getattr(obj, f.name)) for f in dataclasses.fields(obj)}}
+                **{f.name: dump(getattr(obj, f.name)) for f in dataclasses.fields(obj)
+                   if _LATER_FIELDS.get(f.name, object()) != getattr(obj, f.name)}}
     if isinstance(obj, Mapping):
         return {str(k): dump(v) for k, v in obj.items()}
     if isinstance(obj, list | tuple):
