@@ -30,6 +30,8 @@ same millisecond as a batch of the other would count once.
 
 from __future__ import annotations
 
+import copy
+
 from typing import Any
 
 from interlace.operators.common.counters import (
@@ -142,6 +144,16 @@ class PipelineMetrics:
         self.malformed = metric(
             Counter, "interlace_malformed_rows", "Records with a field Spark could not parse")
         self._seen: dict[str, int] = {}
+
+    def stage(self, pipeline: str, kind: str) -> PipelineMetrics:
+        """Return the metrics of one stage of a chain: these metrics, labelled ``pipeline``.
+
+        The stage's metrics share this registry (one ``/metrics`` endpoint) and carry the
+        stage's own ``pipeline`` label (``CHAIN.STAGE``); ``kind`` is its operator's.
+        """
+        view = copy.copy(self)
+        view.pipeline, view.kind, view._seen = pipeline, kind, {}
+        return view
 
     def serve(self, port: int) -> Any:
         """Expose ``/metrics`` on ``port`` (0 picks a free port); returns the server."""

@@ -163,10 +163,14 @@ def _check_before_run(p: Pipeline, base: str, missing_path: Callable[[ConfigErro
                     "`path` or create the folder",
                 )
             )
-    if p.join is not None:
-        _check_key_types(p)
-    else:
-        _check_aggregation_types(p)
+    for run in p.stage_runs():  # a chain's stages read their upstreams' output types
+        try:
+            if run.pipeline.join is not None:
+                _check_key_types(run.pipeline)
+            else:
+                _check_aggregation_types(run.pipeline)
+        except ConfigError as exc:
+            raise run.located(exc, p) from exc
     master = p.spark.master
     if not _MASTER_RE.fullmatch(master):
         if master.startswith("mesos://"):

@@ -35,6 +35,10 @@ class RunSummary:
     operator saw them (``numRowsDroppedByWatermark``); the operator's own late rows are in
     ``counters``. ``malformed`` counts JSON / CSV records with a field Spark could not parse
     (PERMISSIVE mode: the field is NULL, the raw record is kept for dead letters).
+
+    Of a chain: ``batches``, ``input_rows`` (read from sources, not channels), dead letters,
+    drops and malformed records summed over its stages, ``output_rows`` of the last stage,
+    ``counters`` as ``STAGE.NAME``, and each stage's own summary in ``stages``.
     """
 
     batches: int = 0
@@ -46,6 +50,7 @@ class RunSummary:
     counters: dict[str, int] = field(default_factory=dict)
     stopped_by_user: bool = False
     seconds: float = 0.0
+    stages: dict[str, RunSummary] = field(default_factory=dict)
 
 
 def _check_kafka(spark: Any) -> None:
@@ -117,21 +122,33 @@ def _tracks_malformed(src: Any) -> bool:
     )
 
 
-def build_query_input(spark: Any, pipeline: Any, *, base: Path, counters: Any | None = None) -> Any:
+def build_query_input(
+    spark: Any,
+    pipeline: Any,
+    *,
+    base: Path,
+    counters: Any | None = None,
+    frames: dict[str, Any] | None = None,
+) -> Any:
     """Return the streaming output DataFrame of ``pipeline`` (sources → pre-stages → operator).
 
     JSON and CSV sources in Spark's default PERMISSIVE mode read with a
     ``_corrupt_record`` column: a record with a field Spark cannot parse keeps the raw text
     there (its bad fields are NULL), counted per micro-batch as ``malformed`` (observed metric
     ``src_NAME``) and carried into dead letters; it is left out of the operator's output rows.
+
+    ``frames``: inputs already read, by source name (a chain stage's channels,
+    :func:`interlace.chain.read_channel`); the other sources are read here.
     """
     from pyspark.sql import functions as F
 
     from interlace.operators.window import window_aggregate
     from interlace.pipeline.kinds import join_kind
 
-    frames = {}
+    frames = dict(frames or {})
     for src in pipeline.sources:
+        if src.name in frames:
+            continue
         df = _read_source(spark, src, base)
         observed = []
         if src.event_time_column and src.event_time_column in df.columns:
@@ -219,145 +236,168 @@ class _Progress:
             self.out.flush()
 
 
-def run_pipeline(
-    pipeline: Any,
-    *,
-    base: Path | None = None,
-    continuous: bool = False,
-    metrics_port: int | None = None,
-    progress: TextIO | None = sys.stderr,
-    spark: Any = None,
-    metrics: Any = None,
-) -> RunSummary:
-    """Run ``pipeline`` until its sources are exhausted (or forever with ``continuous``).
+class _StageQuery:
+    """One query of a run: a pipeline's operator (or a chain's stage), its sink and progress.
 
-    Args:
-        pipeline: The pipeline.
-        base: Folder that relative paths in the pipeline are resolved against (default: cwd).
-        continuous: Keep running (processing-time trigger) instead of ``availableNow``.
-        metrics_port: Serve Prometheus metrics on this port while running.
-        progress: Where progress lines go (``None``: silent).
-        spark: A SparkSession (default: one from ``[spark]``).
-        metrics: A :class:`~interlace.metrics.PipelineMetrics` to feed (default: a new one).
-
-    Returns:
-        A :class:`RunSummary`. Ctrl-C stops the query cleanly (``stopped_by_user``); a rerun
-        resumes from the checkpoint.
-
-    Raises:
-        ConfigError: The checkpoint was written by another spec (every changed field named,
-            :mod:`interlace.pipeline.checkpoint`), before Spark starts; or a problem with a
-            source or target found while the query is built.
+    ``build`` makes the streaming DataFrame (channel inputs read with the upstream stages'
+    schemas), ``start`` starts it into its target, or into its channels for a stage that
+    other stages read, and ``drain`` reports the micro-batches that finished.
     """
-    from interlace.metrics import PipelineMetrics, counters, spark_dropped_rows
-    from interlace.pipeline.kinds import join_kind
-    from interlace.session import local_session, state_store_conf
-    from interlace.targets import make_target
 
-    started = time.time()
-    base = Path(base) if base is not None else Path.cwd()
-    check_checkpoint(pipeline, base)  # a restart with another spec stops before Spark starts
-    s = pipeline.spark
-    if spark is None:
-        conf = dict(s.conf or {})
-        spark = local_session(
-            f"interlace-{pipeline.name}",
-            master=s.master,
-            shuffle_partitions=s.shuffle_partitions,
-            state_store=s.state_store,
-            changelog_checkpointing=s.changelog_checkpointing,
-            conf=conf,
+    def __init__(self, run: Any, spark: Any, base: Path, metrics: Any,
+                 progress: TextIO | None) -> None:
+        from interlace.metrics import counters
+
+        self.run = run
+        self.pipeline = p = run.pipeline
+        self.spark = spark
+        self.base = base
+        self.metrics = metrics
+        self.acc = counters(spark)
+        self.spec = p.join if p.join is not None else p.window
+        self.summary = RunSummary()
+        self.reporter = (
+            _Progress(progress, p.name, self.spec.horizon_ms) if progress is not None else None
         )
-    else:
-        settings = state_store_conf(s.state_store, s.changelog_checkpointing)
-        for k, v in {**settings, **dict(s.conf or {})}.items():
-            spark.conf.set(k, v)
-    acc = counters(spark)
-    with state_encoding_for(spark, pipeline.checkpoint_folder(base)):
-        out = build_query_input(spark, pipeline, base=base, counters=acc)
-    kind = "join" if pipeline.join is not None else "window"
-    spec = pipeline.join if pipeline.join is not None else pipeline.window
-    dlq = DEAD_LETTER_COLUMN in out.columns
-    normal_schema = out.drop(DEAD_LETTER_COLUMN).schema if dlq else out.schema
-    target = make_target(
-        pipeline.resolved_target(),
-        pipeline.name,
-        base=base,
-        default_table=pipeline.name,
-        window_groups=None if pipeline.window is None else pipeline.window.group_by,
-        changelog=pipeline.join is not None and join_kind(pipeline.join).changelog_key is not None,
-    )
-    target.prepare(normal_schema)
-    dead = None
-    if dlq:
+        self.written: dict[int, int] = {}
+        # The late count as of each batch's end, taken in the sink: drain() can see several new
+        # batches at once, and the accumulator then already holds the later batches' counts
+        # (tests/cli/test_cli.py::test_progress_late_count_is_as_of_each_batch_even_when_printing_lags).
+        self.late_at: dict[int, int] = {}
+        self.dropped_at: dict[int, int] = {}  # likewise the operator's drops so far
+        self.seen: set[int] = set()
+        self.max_event: dict[str, float] = {}
+        self.dropped_before = 0  # the operator's drops up to the last batch reported
+        self.source_rows = 0  # rows read from sources (not from channels)
+        self.query: Any = None
+        self.out: Any = None
+        self.channel_paths = {
+            s.name: self._path(s.path) for s in p.sources if s.name in run.upstream
+        }
+
+    def _path(self, path: str) -> Path:
+        folder = Path(path)
+        return folder if folder.is_absolute() else self.base / folder
+
+    def channel_folders(self, chain_root: Path) -> list[Path]:
+        """The channel folders this stage writes: one per reader (stages.py's layout)."""
+        from interlace.pipeline.stages import CHANNELS_FOLDER
+
+        return [chain_root / CHANNELS_FOLDER / self.run.stage.name / c for c in self.run.consumers]
+
+    def build(self, schemas: dict[str, Any]) -> Any:
+        """Build the stage's output DataFrame; ``schemas``: upstream stage -> output schema."""
+        from interlace.chain import read_channel
+
+        p = self.pipeline
+        frames = {
+            name: read_channel(self.spark, self.channel_paths[name], schemas[up])
+            for name, up in self.run.upstream.items()
+        }
+        with state_encoding_for(self.spark, p.checkpoint_folder(self.base)):
+            out = build_query_input(self.spark, p, base=self.base, counters=self.acc,
+                                    frames=frames)
+        stage = self.run.stage
+        if stage is not None and stage.output_sql is not None:
+            out.createOrReplaceTempView("output")
+            projected = self.spark.sql(stage.output_sql)
+            if DEAD_LETTER_COLUMN in out.columns and DEAD_LETTER_COLUMN not in projected.columns:
+                msg = (
+                    f"stage {stage.name!r}: `output_sql` drops {DEAD_LETTER_COLUMN!r}, which "
+                    "carries its dead letters under late_data='dlq'; select it too, e.g. "
+                    "SELECT *, ... FROM output"
+                )
+                raise ConfigError(msg)
+            out = projected
+        self.out = out
+        return out
+
+    def start(self, continuous: bool, chain_root: Path | None) -> None:
+        """Prepare the targets (or channels) and start the query."""
         from pyspark.sql import types as T
 
-        dl_spec = pipeline.resolved_dead_letter()
-        if dl_spec is None:
-            msg = (
-                "late_data='dlq' needs a [dead_letter] target for the dead letters "
-                '(e.g. kind = "duckdb", table = "dead_letters")'
-            )
-            raise ConfigError(msg)
-        dead = make_target(
-            dl_spec, pipeline.name, base=base, default_table=f"{pipeline.name}_dead_letters"
-        )
-        dead.prepare(T.StructType([T.StructField("dead_letter", T.StringType())]))
-    metrics = metrics or PipelineMetrics(pipeline.name, kind)
-    server = metrics.serve(metrics_port) if metrics_port is not None else None
-    summary = RunSummary()
-    written: dict[int, int] = {}
-    # The late count as of each batch's end, taken in the sink: drain() can see several new
-    # batches at once, and the accumulator then already holds the later batches' counts
-    # (tests/cli/test_cli.py::test_progress_late_count_is_as_of_each_batch_even_when_printing_lags).
-    late_at: dict[int, int] = {}
-    dropped_at: dict[int, int] = {}  # likewise the operator's drops so far
+        from interlace.chain import ChannelWriter
+        from interlace.operators.common.arrow import arrow_schema_for
+        from interlace.pipeline.kinds import join_kind
+        from interlace.targets import make_target
 
-    def sink(df: Any, batch_id: int) -> None:
-        pdf = df.toPandas()
-        crash_point("batch")
+        p, out = self.pipeline, self.out
+        dlq = DEAD_LETTER_COLUMN in out.columns
+        normal_schema = out.drop(DEAD_LETTER_COLUMN).schema if dlq else out.schema
+        checkpoint = p.checkpoint_folder(self.base)
+        if self.run.final:
+            target: Any = make_target(
+                p.resolved_target(),
+                p.name,
+                base=self.base,
+                default_table=p.name,
+                window_groups=None if p.window is None else p.window.group_by,
+                changelog=p.join is not None and join_kind(p.join).changelog_key is not None,
+            )
+            target.prepare(normal_schema)
+        else:
+            assert chain_root is not None
+            target = ChannelWriter(
+                self.channel_folders(chain_root), checkpoint, self.spec.horizon_ms,
+                arrow_schema_for(normal_schema, timestamp_unit="us", timestamp_tz="UTC"))
+        dead = None
         if dlq:
-            letters = pdf.loc[pdf[DEAD_LETTER_COLUMN].notna(), [DEAD_LETTER_COLUMN]].rename(
-                columns={DEAD_LETTER_COLUMN: "dead_letter"}
+            dl_spec = p.resolved_dead_letter()
+            if dl_spec is None:
+                msg = (
+                    "late_data='dlq' needs a [dead_letter] target for the dead letters "
+                    '(e.g. kind = "duckdb", table = "dead_letters")'
+                )
+                raise ConfigError(msg)
+            dead = make_target(
+                dl_spec, p.name, base=self.base, default_table=f"{p.name}_dead_letters"
             )
-            pdf = pdf[pdf[DEAD_LETTER_COLUMN].isna()].drop(columns=[DEAD_LETTER_COLUMN])
-            assert dead is not None
-            summary.dead_letters += dead.write(letters.reset_index(drop=True), batch_id)
-            crash_point("dead-letters-committed")
-        written[batch_id] = target.write(pdf.reset_index(drop=True), batch_id)
-        totals = acc.value
-        late_at[batch_id] = _late_rows(totals)
-        dropped_at[batch_id] = _dropped_rows(totals)
+            dead.prepare(T.StructType([T.StructField("dead_letter", T.StringType())]))
+        summary, acc = self.summary, self.acc
 
-    writer = out.writeStream.foreachBatch(sink).option(
-        "checkpointLocation", str(pipeline.checkpoint_folder(base))
-    )
-    writer = (
-        writer.trigger(processingTime="1 second")
-        if continuous
-        else writer.trigger(availableNow=True)
-    )
-    record_checkpoint(pipeline, base)
-    query = writer.start()
-    reporter = (
-        _Progress(progress, pipeline.name, spec.horizon_ms) if progress is not None else None
-    )
-    seen: set[int] = set()
-    max_event: dict[str, float] = {}
-    late_policy = spec.late_data if spec.late_data != "dlq" else "drop"
-    dropped_before = [0]  # the operator's drops up to the last batch reported
+        def sink(df: Any, batch_id: int) -> None:
+            pdf = df.toPandas()
+            crash_point("batch")
+            if dlq:
+                letters = pdf.loc[pdf[DEAD_LETTER_COLUMN].notna(), [DEAD_LETTER_COLUMN]].rename(
+                    columns={DEAD_LETTER_COLUMN: "dead_letter"}
+                )
+                pdf = pdf[pdf[DEAD_LETTER_COLUMN].isna()].drop(columns=[DEAD_LETTER_COLUMN])
+                assert dead is not None
+                summary.dead_letters += dead.write(letters.reset_index(drop=True), batch_id)
+                crash_point("dead-letters-committed")
+            self.written[batch_id] = target.write(pdf.reset_index(drop=True), batch_id)
+            if not self.run.final:
+                crash_point("channel-written")
+            totals = acc.value
+            self.late_at[batch_id] = _late_rows(totals)
+            self.dropped_at[batch_id] = _dropped_rows(totals)
 
-    def drain() -> None:
-        for p in query.recentProgress:
+        writer = out.writeStream.foreachBatch(sink).option("checkpointLocation", str(checkpoint))
+        writer = (
+            writer.trigger(processingTime="1 second")
+            if continuous
+            else writer.trigger(availableNow=True)
+        )
+        record_checkpoint(p, self.base)
+        self.query = writer.start()
+
+    def drain(self) -> None:
+        """Report every micro-batch of the query that finished since the last call."""
+        from interlace.metrics import spark_dropped_rows
+
+        spec, metrics, summary = self.spec, self.metrics, self.summary
+        late_policy = spec.late_data if spec.late_data != "dlq" else "drop"
+        for p in self.query.recentProgress:
             bid = int(p["batchId"])
-            if bid in seen:
+            if bid in self.seen:
                 continue
-            seen.add(bid)
+            self.seen.add(bid)
             if not p.get("stateOperators") and not int(p.get("numInputRows") or 0):
                 continue  # no batch ran (a rerun with no new data): nothing to report
-            totals = dict(acc.value)
+            totals = dict(self.acc.value)
             metrics.update_counters(totals, late_policy)
-            metrics.update_progress(p, written.get(bid, 0))
+            metrics.update_progress(p, self.written.get(bid, 0))
             malformed = 0
             for name, row in (p.get("observedMetrics") or {}).items():
                 # A Row (or a dict from JSON); the time is a string in the session time zone,
@@ -370,8 +410,8 @@ def run_pipeline(
                     if ts.tzinfo is None:
                         ts = ts.replace(tzinfo=_dt.timezone.utc)
                     src = name.removeprefix("src_")
-                    max_event[src] = max(max_event.get(src, 0.0), ts.timestamp())
-                    metrics.set_watermark(src, max_event[src] - spec.lateness_ms / 1000)
+                    self.max_event[src] = max(self.max_event.get(src, 0.0), ts.timestamp())
+                    metrics.set_watermark(src, self.max_event[src] - spec.lateness_ms / 1000)
             wm = (p.get("eventTime") or {}).get("watermark")
             if wm:
                 w = _dt.datetime.strptime(wm, "%Y-%m-%dT%H:%M:%S.%fZ").replace(
@@ -381,17 +421,113 @@ def run_pipeline(
                     metrics.set_watermark("_global", w.timestamp() + spec.horizon_ms / 1000)
             summary.batches += 1
             summary.input_rows += int(p.get("numInputRows") or 0)
-            summary.output_rows += written.get(bid, 0)
+            self.source_rows += self._source_rows(p)
+            summary.output_rows += self.written.get(bid, 0)
             spark_dropped = spark_dropped_rows(p)
             summary.spark_dropped += spark_dropped
             summary.malformed += malformed
-            op_dropped = dropped_at.get(bid, _dropped_rows(totals))
-            dropped = spark_dropped + op_dropped - dropped_before[0]
-            dropped_before[0] = op_dropped
+            op_dropped = self.dropped_at.get(bid, _dropped_rows(totals))
+            dropped = spark_dropped + op_dropped - self.dropped_before
+            self.dropped_before = op_dropped
             metrics.add_malformed(malformed)
-            if reporter is not None:
-                late = late_at.get(bid, _late_rows(totals))
-                reporter.batch(p, written.get(bid, 0), late, dropped, malformed)
+            if self.reporter is not None:
+                late = self.late_at.get(bid, _late_rows(totals))
+                self.reporter.batch(p, self.written.get(bid, 0), late, dropped, malformed)
+
+    def _source_rows(self, p: dict[str, Any]) -> int:
+        """Rows read in one micro-batch from the pipeline's sources (not from channels)."""
+        if not self.channel_paths:
+            return int(p.get("numInputRows") or 0)
+        channels = [str(path.resolve()) for path in self.channel_paths.values()]
+        return sum(int(src.get("numInputRows") or 0) for src in p.get("sources") or []
+                   if not any(c in str(src.get("description", "")) for c in channels))
+
+    def finish(self) -> None:
+        self.summary.counters = dict(self.acc.value)
+        record_checkpoint(self.pipeline, self.base, ran=True)  # a checkpoint an older
+        # interlace began
+
+
+def run_pipeline(
+    pipeline: Any,
+    *,
+    base: Path | None = None,
+    continuous: bool = False,
+    metrics_port: int | None = None,
+    progress: TextIO | None = sys.stderr,
+    spark: Any = None,
+    metrics: Any = None,
+) -> RunSummary:
+    """Run ``pipeline`` until its sources are exhausted (or forever with ``continuous``).
+
+    A chain (``[[stages]]``) runs one query per stage (SEMANTICS §11, docs/chains.md): with
+    ``availableNow``, one after the other in the order they depend on each other, each to the
+    end of its input; with ``continuous``, all at once in one SparkSession. Each stage prints
+    its own progress lines (``[CHAIN.STAGE] batch ...``) and feeds the metrics under its own
+    ``pipeline`` label (``CHAIN.STAGE``).
+
+    Args:
+        pipeline: The pipeline.
+        base: Folder that relative paths in the pipeline are resolved against (default: cwd).
+        continuous: Keep running (processing-time trigger) instead of ``availableNow``.
+        metrics_port: Serve Prometheus metrics on this port while running.
+        progress: Where progress lines go (``None``: silent).
+        spark: A SparkSession (default: one from ``[spark]``).
+        metrics: A :class:`~interlace.metrics.PipelineMetrics` to feed (default: a new one).
+
+    Returns:
+        A :class:`RunSummary` (of a chain: totals over its stages, output rows of the last, and
+        each stage's own in ``stages``). Ctrl-C stops the queries cleanly
+        (``stopped_by_user``); a rerun resumes from the checkpoints.
+
+    Raises:
+        ConfigError: A checkpoint was written by another spec (every changed field named,
+            :mod:`interlace.pipeline.checkpoint`), before Spark starts; or a problem with a
+            source or target found while a query is built.
+    """
+    from interlace.metrics import PipelineMetrics
+    from interlace.session import local_session, state_store_conf
+
+    started = time.time()
+    base = Path(base) if base is not None else Path.cwd()
+    runs = pipeline.stage_runs()
+    for run in runs:
+        check_checkpoint(run.pipeline, base)  # a restart with another spec stops before Spark
+    s = pipeline.spark
+    if spark is None:
+        spark = local_session(
+            f"interlace-{pipeline.name}",
+            master=s.master,
+            shuffle_partitions=s.shuffle_partitions,
+            state_store=s.state_store,
+            changelog_checkpointing=s.changelog_checkpointing,
+            conf=dict(s.conf or {}),
+        )
+    else:
+        settings = state_store_conf(s.state_store, s.changelog_checkpointing)
+        for k, v in {**settings, **dict(s.conf or {})}.items():
+            spark.conf.set(k, v)
+
+    def kind_of(run: Any) -> str:
+        return "join" if run.pipeline.join is not None else "window"
+
+    metrics = metrics or PipelineMetrics(pipeline.name, kind_of(runs[-1]))
+    server = metrics.serve(metrics_port) if metrics_port is not None else None
+    chain_root = pipeline.checkpoint_folder(base) if pipeline.stages else None
+    queries = [
+        _StageQuery(run, spark, base,
+                    metrics if not pipeline.stages else metrics.stage(run.pipeline.name,
+                                                                      kind_of(run)),
+                    progress)
+        for run in runs
+    ]
+    schemas: dict[str, Any] = {}
+
+    def launch(q: _StageQuery) -> None:
+        out = q.build(schemas)
+        if q.run.stage is not None:
+            schemas[q.run.stage.name] = out.schema
+        q.start(continuous, chain_root)
 
     stop = threading.Event()
     previous = (
@@ -403,37 +539,95 @@ def run_pipeline(
     def on_sigint(signum: int, frame: Any) -> None:
         stop.set()
 
+    def watch(active: list[_StageQuery]) -> None:
+        """Report progress until every query in ``active`` ends, or Ctrl-C stops them.
+
+        A query that fails raises its error here (``awaitTermination``), once the others of
+        ``active`` are stopped.
+        """
+        try:
+            while any(q.query.isActive for q in active) and not stop.is_set():
+                for q in active:
+                    if q.query.isActive:
+                        q.query.awaitTermination(0.5 / len(active))
+                    q.drain()
+            if stop.is_set():
+                summary.stopped_by_user = True
+                for q in active:
+                    q.query.stop()
+            for q in active:
+                q.query.awaitTermination()
+                q.drain()
+        except BaseException:
+            for q in active:
+                if q.query.isActive:
+                    q.query.stop()
+            raise
+
+    summary = RunSummary()
     if previous is not None:
         signal.signal(signal.SIGINT, on_sigint)
     try:
-        while query.isActive and not stop.is_set():
-            query.awaitTermination(0.5)
-            drain()
-        if stop.is_set():
-            summary.stopped_by_user = True
-            query.stop()
-        query.awaitTermination()
-        drain()
+        if continuous:
+            for q in queries:
+                launch(q)
+            watch(queries)
+        else:
+            for q in queries:
+                if stop.is_set():
+                    break
+                launch(q)
+                watch([q])
     finally:
         if previous is not None:
             signal.signal(signal.SIGINT, previous)
-        if reporter is not None:
-            reporter.done()
+        for q in queries:
+            if q.reporter is not None and q.query is not None:
+                q.reporter.done()
         if server is not None and not continuous:
             server.shutdown()
-    record_checkpoint(pipeline, base, ran=True)  # a checkpoint an older interlace began
-    summary.counters = dict(acc.value)
+    for q in queries:
+        q.finish()
+    _total(summary, queries, bool(pipeline.stages))
     summary.seconds = time.time() - started
-    if progress is not None and summary.batches == 0 and not summary.stopped_by_user:
-        progress.write(
-            f"[{pipeline.name}] no new input: nothing to do (checkpoint "
-            f"{pipeline.checkpoint_folder(base)} is up to date)\n"
-        )
-    elif progress is not None:
-        progress.write(
-            f"[{pipeline.name}] done: {summary.batches} batches, {summary.input_rows} rows "
-            f"in, {summary.output_rows} rows out, {summary.dead_letters} dead letters, "
-            f"{summary.malformed} malformed, "
-            f"counters {json.dumps(summary.counters, sort_keys=True)}\n"
-        )
+    if progress is not None:
+        for q in queries:
+            _report_done(progress, q)
     return summary
+
+
+def _total(summary: RunSummary, queries: list[_StageQuery], chain: bool) -> None:
+    """Fill ``summary`` from its queries: the one query's, or a chain's totals and stages."""
+    if not chain:
+        one = queries[0].summary
+        one.stopped_by_user = summary.stopped_by_user
+        summary.__dict__.update(one.__dict__)
+        return
+    for q in queries:
+        st = q.summary
+        name = q.run.stage.name
+        summary.stages[name] = st
+        summary.batches += st.batches
+        summary.input_rows += q.source_rows
+        summary.dead_letters += st.dead_letters
+        summary.spark_dropped += st.spark_dropped
+        summary.malformed += st.malformed
+        summary.counters.update({f"{name}.{k}": v for k, v in st.counters.items()})
+        if q.run.final:
+            summary.output_rows = st.output_rows
+
+
+def _report_done(progress: TextIO, q: _StageQuery) -> None:
+    st, p = q.summary, q.pipeline
+    if st.batches == 0 and not st.stopped_by_user:
+        progress.write(
+            f"[{p.name}] no new input: nothing to do (checkpoint "
+            f"{p.checkpoint_folder(q.base)} is up to date)\n"
+        )
+    else:
+        progress.write(
+            f"[{p.name}] done: {st.batches} batches, {st.input_rows} rows "
+            f"in, {st.output_rows} rows out, {st.dead_letters} dead letters, "
+            f"{st.malformed} malformed, "
+            f"counters {json.dumps(st.counters, sort_keys=True)}\n"
+        )

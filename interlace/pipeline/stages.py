@@ -160,6 +160,13 @@ class StageRun:
     upstream: Mapping[str, str]
     consumers: tuple[str, ...]
     final: bool
+    index: int = 0
+
+    def located(self, exc: ConfigError, chain: Pipeline) -> ConfigError:
+        """Return an error about :attr:`pipeline` as the chain's, naming the stage's table."""
+        if self.stage is None:
+            return exc
+        return _relabel(exc, self.index, self.pipeline.sources, chain)
 
 
 def channel_name(consumer: str, field: str, repeated: bool) -> str:
@@ -515,7 +522,7 @@ def stage_pipelines(p: Pipeline) -> list[StageRun]:
         # An output_sql keeps the lag of each time column it keeps under its name (Stage).
         lags[stage.name] = dict((sub.join or sub.window).output_lags_ms())
         runs.append(StageRun(stage=stage, pipeline=sub, upstream=upstream,
-                             consumers=tuple(consumers[stage.name]), final=final))
+                             consumers=tuple(consumers[stage.name]), final=final, index=i))
     return runs
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any, get_args
 
-from interlace.operators.common.names import CLOCK_COLUMN, RESERVED_PREFIX
+from interlace.operators.common.names import CLOCK_COLUMN, RESERVED_PREFIX, TICK_COLUMN
 from interlace.operators.errors import ConfigError
 from pyspark.sql import DataFrame
 from pyspark.sql import types as T
@@ -104,8 +104,9 @@ def require_names(
 
 
 def reject_reserved(df: DataFrame, what: str) -> None:
-    """Raise if ``df`` has a column using interlace's reserved prefix (but the chain clock)."""
-    bad = [c for c in df.columns if c.startswith(RESERVED_PREFIX) and c != CLOCK_COLUMN]
+    """Raise if ``df`` has a column using interlace's reserved prefix (but a chain's clock)."""
+    bad = [c for c in df.columns
+           if c.startswith(RESERVED_PREFIX) and c not in (CLOCK_COLUMN, TICK_COLUMN)]
     if bad:
         msg = (
             f"{what} has column(s) {bad} starting with the reserved prefix {RESERVED_PREFIX!r}; "

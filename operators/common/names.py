@@ -17,6 +17,7 @@ __all__ = [
     "VERSION_COLUMN",
     "KEY_GROUP_COLUMN",
     "RESERVED_PREFIX",
+    "TICK_COLUMN",
     "TIME_US_COLUMN",
 ]
 
@@ -40,3 +41,7 @@ CLOCK_COLUMN = RESERVED_PREFIX + "clock"
 #: The fixed columns of a changelog output (SEMANTICS §9, §10): ``op``, ``event_time``,
 #: ``version``.
 OP_COLUMN, EVENT_TIME_OUT, VERSION_COLUMN = "op", "event_time", "version"
+#: True on a chain channel's clock-only row (a tick): it carries an upstream micro-batch's
+#: watermark that emitted no rows. Spark's watermark sees it; the operator never does
+#: (:func:`interlace.operators.common.prepare.watermarked` removes it right after).
+TICK_COLUMN = RESERVED_PREFIX + "tick"

@@ -26,6 +26,7 @@ from interlace.operators.common.names import (
     EVENT_TIME_COLUMN,
     KEY_GROUP_COLUMN,
     RESERVED_PREFIX,
+    TICK_COLUMN,
     TIME_US_COLUMN,
 )
 from interlace.operators.common.worker import guard_source_checkout
@@ -97,13 +98,14 @@ def with_event_time(df: Any, column: str, field_name: str, what: str, time_mode:
 
 
 def without_clock(df: Any) -> Any:
-    """Return ``df`` without the chain clock (:data:`~.names.CLOCK_COLUMN`), if it has one.
+    """Return ``df`` without a chain's clock and tick columns (:mod:`.names`), if it has them.
 
-    The clock is not an input column: it sets Spark's watermark (:func:`watermarked`) and is
-    never buffered, aggregated, joined, output or dead-lettered. Operators read their input's
-    schema and columns from this view.
+    They are not input columns: the clock sets Spark's watermark (:func:`watermarked`), and
+    neither is ever buffered, aggregated, joined, output or dead-lettered. Operators read their
+    input's schema and columns from this view.
     """
-    return df.drop(CLOCK_COLUMN) if CLOCK_COLUMN in df.columns else df
+    chain = [c for c in (CLOCK_COLUMN, TICK_COLUMN) if c in df.columns]
+    return df.drop(*chain) if chain else df
 
 
 def shared_clock(sides: Sequence[tuple[Any, str]]) -> list[tuple[Any, str]]:
@@ -145,11 +147,13 @@ def watermarked(df: Any, event_time: str, columns: Sequence[str], delay_ms: int)
     selected too: Spark's ``W`` then follows the upstream's watermark minus ``delay_ms``, and
     the operator judges each row's own event time against it (SEMANTICS §11). Spark's filter
     of rows behind the previous ``W`` then reads the clock, which never drops a row (the
-    channel stamps ``upstream wm + 999 µs``, and the upstream's ``wm`` never decreases).
+    channel stamps ``upstream wm + 999 µs``, and the upstream's ``wm`` never decreases). A
+    channel's ticks (:data:`~.names.TICK_COLUMN` true: clock-only rows of upstream
+    micro-batches without output) move the watermark and are removed right after it.
     """
     from pyspark.sql import functions as F
 
-    columns = [c for c in columns if c != CLOCK_COLUMN]
+    columns = [c for c in columns if c not in (CLOCK_COLUMN, TICK_COLUMN)]
     fits = {c: _fits_pandas(df, c) for c in dict.fromkeys([event_time, *columns])}
     out_of_range = F.lit(False)
     for f in fits.values():
@@ -166,9 +170,16 @@ def watermarked(df: Any, event_time: str, columns: Sequence[str], delay_ms: int)
         *[carried(c).alias(c) for c in columns],
         out_of_range.alias(OUT_OF_RANGE_COLUMN),
         *([F.when(~out_of_range, F.col(CLOCK_COLUMN)).alias(CLOCK_COLUMN)] if clocked else []),
+        *([F.col(TICK_COLUMN)] if clocked and TICK_COLUMN in df.columns else []),
     )
-    return base.withWatermark(CLOCK_COLUMN if clocked else EVENT_TIME_COLUMN,
-                              f"{delay_ms} milliseconds")
+    marked = base.withWatermark(CLOCK_COLUMN if clocked else EVENT_TIME_COLUMN,
+                                f"{delay_ms} milliseconds")
+    if TICK_COLUMN not in base.columns:
+        return marked
+    # The filter names the clock: Spark's optimizer moves a filter below the watermark node
+    # unless it reads the watermarked column, and ticks must reach that node.
+    tick = F.coalesce(F.col(TICK_COLUMN), F.lit(False)) & F.col(CLOCK_COLUMN).isNotNull()
+    return marked.filter(~tick).drop(TICK_COLUMN)
 
 
 def _fits_pandas(df: Any, column: str) -> Any:
