@@ -19,7 +19,8 @@ folder of Parquet files:
   can still emit. The 999 µs keep Spark's filter of rows behind the previous ``W``
   (``t <= W``) from ever removing a channel row. Before the upstream has a watermark, the
   clock is the epoch (no watermark downstream either).
-* **Ticks**: a micro-batch without output rows whose watermark moved writes one clock-only
+* **Ticks**: a micro-batch without output rows whose watermark moved past the last file's
+  (and past none) writes one clock-only
   row (:data:`~interlace.operators.common.names.TICK_COLUMN` true, every other column
   NULL), so the reader's watermark follows the upstream's even when nothing is emitted (the
   upstream's last micro-batch often is such a one). The reading operator never sees a tick.
@@ -128,8 +129,8 @@ class ChannelWriter:
             mark = _Mark.read(folder)
             if final.exists() or mark.batch_id >= batch_id:
                 continue  # this batch ran before a crash: its rows are in the channel
-            if tick and stamp <= mark.clock_us:
-                continue  # nothing new to tell the reader
+            if tick and stamp <= max(mark.clock_us, _CLOCK_PAD_US):
+                continue  # no watermark yet, or no newer one: nothing to tell the reader
             if table is None:
                 clock = pd.Series(pd.to_datetime(stamp, unit="us", utc=True), index=pdf.index)
                 table = pa.Table.from_pandas(

@@ -260,9 +260,19 @@ def _dispatch(args: argparse.Namespace) -> int:
 
         base = args.pipeline.resolve().parent  # relative paths: against the file's folder
         p = preflight(args.pipeline, base=base, on_missing_path=warn)
-        what = "join" if p.join is not None else "window"
+        if p.stages:
+            from interlace.pipeline.kinds import join_kind
+
+            steps = ", ".join(
+                f"{r.stage.name}: "
+                f"{join_kind(r.pipeline.join).title if r.pipeline.join is not None else 'window'}"
+                for r in p.stage_runs() if r.stage is not None
+            )
+            what = f"chain pipeline {p.name!r} of {len(p.stages)} stages ({steps})"
+        else:
+            what = f"{'join' if p.join is not None else 'window'} pipeline {p.name!r}"
         print(
-            f"{args.pipeline}: ok ({what} pipeline {p.name!r}, {len(p.sources)} source(s), "
+            f"{args.pipeline}: ok ({what}, {len(p.sources)} source(s), "
             f"target {p.target.kind}; output columns {p.output_columns()})"
         )
         return 0

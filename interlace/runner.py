@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from interlace.faults import crash_point
-from interlace.operators.common.names import DEAD_LETTER_COLUMN
+from interlace.operators.common.names import CLOCK_COLUMN, DEAD_LETTER_COLUMN, TICK_COLUMN
 from interlace.operators.errors import ConfigError
 from interlace.pipeline.checkpoint import check_checkpoint, record_checkpoint, state_encoding_for
 
@@ -172,7 +172,17 @@ def build_query_input(
     df = frames[name]
     if pipeline.transform_sql:
         df.createOrReplaceTempView("source")
-        df = spark.sql(pipeline.transform_sql)
+        projected = spark.sql(pipeline.transform_sql)
+        lost = [c for c in (CLOCK_COLUMN, TICK_COLUMN) if c in df.columns
+                and c not in projected.columns]
+        if lost:
+            msg = (
+                f"the window's `sql` drops {lost}, which a chain stage's input carries from "
+                "its channel (its clock: the upstream's watermark, docs/chains.md); keep "
+                "them, e.g. SELECT *, ... FROM source"
+            )
+            raise ConfigError(msg)
+        df = projected
     return window_aggregate(df, pipeline.window, counters=counters)
 
 

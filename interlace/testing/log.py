@@ -40,11 +40,18 @@ class JoinBatch:
     Attributes:
         left: Rows of the left input, in arrival order; each a dict column -> value.
         right: Rows of the right input, in arrival order; each a dict column -> value.
+        left_clock_us: For a chain stage's input read from a channel (SEMANTICS §11): the
+            clock its rows (or its tick, with no rows) carry in this batch, µs; the input's
+            watermark then follows the clock, not the event times (``spark_rules``, rule 1).
+            None: an ordinary input, or no file of the channel in this batch.
+        right_clock_us: The same for the right input.
 
     """
 
     left: tuple[dict[str, Any], ...] = ()
     right: tuple[dict[str, Any], ...] = ()
+    left_clock_us: int | None = None
+    right_clock_us: int | None = None
 
     def __post_init__(self) -> None:
         # Accept lists (or any iterable) for convenience; store tuples so the batch stays

@@ -47,6 +47,7 @@ from interlace.testing.oracles.spark_rules import (
     operator_wm_us,
     processing_time_stamps,
     spark_drops_row,
+    watermark_times,
 )
 
 __all__ = [
@@ -563,11 +564,15 @@ def replay_spark(
             side: [_event_time_us(side, row, event_time_column[side]) for row in rows_by_side[side]]
             for side in SIDES
         }
-        # Rule 2: Spark's pre-filter against the W the previous batch saw.
+        clocks = {"left": batch.left_clock_us, "right": batch.right_clock_us}
+        seen_by = {side: watermark_times(times_us[side], clocks[side]) for side in SIDES}
+        # Rule 2: Spark's pre-filter against the W the previous batch saw (a chain stage's
+        # input: its clock).
         arrivals: dict[str, list[Arrival]] = {side: [] for side in SIDES}
         for side in SIDES:
-            for row, time_us in zip(rows_by_side[side], times_us[side], strict=True):
-                if spark_drops_row(time_us, previous_batch_w_ms):
+            side_rows = zip(rows_by_side[side], times_us[side], seen_by[side][0], strict=True)
+            for row, time_us, filter_us in side_rows:
+                if spark_drops_row(filter_us, previous_batch_w_ms):
                     result.spark_dropped[side] += 1
                     continue
                 arrivals[side].append(Arrival(row=row, event_time_us=time_us, seq=seq))
@@ -575,7 +580,7 @@ def replay_spark(
         # Rule 4: one wm for every decision of the call.
         call(batch_index, arrivals, operator_wm_us(spark_w_ms, horizon_ms))
         # Rule 1 (continued): W after this batch, from all its rows (filtered ones too).
-        tracker.observe_batch(times_us)
+        tracker.observe_batch({side: seen_by[side][1] for side in SIDES})
         previous_batch_w_ms = spark_w_ms
     result.num_batches = len(log)
     # Rule 3: the trailing no-data batch.

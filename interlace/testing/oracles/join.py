@@ -531,13 +531,17 @@ def oracle_join(
             for side in _SIDES
         }
 
+        clocks = {"left": batch.left_clock_us, "right": batch.right_clock_us}
+        seen_by = {side: spark_rules.watermark_times(event_times_us[side], clocks[side])
+                   for side in _SIDES}
         # Rule 2: Spark's pre-filter, against the W the previous batch saw.
         survivors: dict[str, list[tuple[Mapping[str, Any], int]]] = {}
         for side in _SIDES:
             survivors[side] = []
-            side_rows = zip(rows_by_side[side], event_times_us[side], strict=True)
-            for input_row, event_time_us in side_rows:
-                if spark_rules.spark_drops_row(event_time_us, previous_batch_w_ms):
+            side_rows = zip(rows_by_side[side], event_times_us[side], seen_by[side][0],
+                            strict=True)
+            for input_row, event_time_us, filter_us in side_rows:
+                if spark_rules.spark_drops_row(filter_us, previous_batch_w_ms):
                     result.spark_dropped[side] += 1
                 else:
                     survivors[side].append((input_row, event_time_us))
@@ -554,7 +558,7 @@ def oracle_join(
         model.evict(batch_index, wm_us)
 
         # Rule 1 (continued): W after this batch, from all its rows (filtered ones too).
-        tracker.observe_batch(event_times_us)
+        tracker.observe_batch({side: seen_by[side][1] for side in _SIDES})
         previous_batch_w_ms = spark_w_ms
 
     result.num_batches = len(log)

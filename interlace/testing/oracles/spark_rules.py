@@ -8,7 +8,8 @@ written once so that every oracle (:mod:`~interlace.testing.oracles.join`,
   ``b`` takes the batch's timestamp as its event time (:func:`processing_time_stamps`).
 * **Rule 1**, the watermark ``W`` (ms) Spark's ``WatermarkTracker`` computes after each
   micro-batch, per input and combined by ``spark.sql.streaming.multipleWatermarkPolicy``
-  (:class:`SparkWatermarkTracker`, :func:`spark_event_time_ms`).
+  (:class:`SparkWatermarkTracker`, :func:`spark_event_time_ms`); for a chain stage's input,
+  from the clock its channel stamps (:func:`watermark_times`).
 * **Rule 2**, the pre-filter Spark's stateful operator applies with an event-time timeout:
   rows older than the previous batch's ``W`` never reach the operator
   (:func:`spark_drops_row`).
@@ -35,6 +36,7 @@ __all__ = [
     "processing_time_stamps",
     "spark_drops_row",
     "spark_event_time_ms",
+    "watermark_times",
 ]
 
 WATERMARK_POLICIES = ("min", "max")
@@ -149,6 +151,21 @@ def spark_drops_row(event_time_us: int, previous_batch_w_ms: int) -> bool:
     This is the one place to correct if measurements of Spark disagree.
     """
     return event_time_us <= max(previous_batch_w_ms, 0) * 1000
+
+
+def watermark_times(
+    event_times_us: Sequence[int], clock_us: int | None
+) -> tuple[list[int], list[int]]:
+    """Return what Spark's filter reads per row, and what the watermark node observes.
+
+    An ordinary input: its rows' event times, both. A chain stage's input read from a
+    channel (SEMANTICS §11; ``clock_us`` set: the clock its rows carry in this batch) is
+    watermarked on the clock: the filter reads the clock for every row, and the watermark
+    node observes the clock (also from a tick, a batch with the clock and no rows).
+    """
+    if clock_us is None:
+        return list(event_times_us), list(event_times_us)
+    return [clock_us] * len(event_times_us), [clock_us]
 
 
 def operator_wm_us(spark_w_ms: int, horizon_ms: int) -> int | None:

@@ -75,10 +75,14 @@ class WindowBatch:
     Attributes:
         rows: The rows Spark reads in this micro-batch, in arrival order; each a dict
             column -> value, event times as naive ``datetime`` meaning UTC.
+        clock_us: For a chain stage reading a channel (SEMANTICS §11): the clock the
+            batch's rows (or its tick, with no rows) carry, µs; ``W`` then follows it
+            (``spark_rules``, rule 1). None: an ordinary input.
 
     """
 
     rows: tuple[dict[str, Any], ...] = ()
+    clock_us: int | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "rows", tuple(self.rows))
@@ -543,9 +547,13 @@ def oracle_window(
        under drop). Batch ``b`` sees the ``W`` computed after batches ``0..b-1``
        (batch 0 sees 0). Event ms are ``micros / 1000`` truncated toward zero (JVM
        ``Long`` division), as the join oracle has it.
+       A chain stage's input (batches with ``clock_us``, SEMANTICS §11) has its watermark
+       on the clock instead: ``W = max(W, max clock ms - delay)``.
     2. **Spark pre-filter**: in batch ``b``, rows with ``t <= W_prev`` (``W_prev``: the
        ``W`` batch ``b - 1`` saw, 0 before any: rows at or before the epoch too) never
-       reach the operator (``spark_dropped``). They still count for ``W``.
+       reach the operator (``spark_dropped``). They still count for ``W``. With a clock,
+       the filter reads the clock, which removes no row (it is the upstream's ``wm`` plus
+       999 µs).
     3. **Trailing no-data batch**: if ``W`` after the last batch exceeds the ``W`` the
        last batch saw, one more batch without rows runs and sees it.
     4. **Operator watermark** ``wm = (W + H) * 1000`` µs; none while ``W <= 0`` (nothing
@@ -652,9 +660,10 @@ def oracle_window(
         # Rule 4: the operator watermark for every decision in this batch.
         wm_us = spark_rules.operator_wm_us(seen_w_ms, cfg.horizon_ms)
 
+        filter_us, observed_us = spark_rules.watermark_times(event_times_us, batch.clock_us)
         # Rules 2 and 5b: Spark's pre-filter, then ingest each survivor in arrival order.
         for index, (row, event_time_us) in enumerate(zip(batch.rows, event_times_us, strict=True)):
-            if spark_rules.spark_drops_row(event_time_us, previous_batch_w_ms):
+            if spark_rules.spark_drops_row(filter_us[index], previous_batch_w_ms):
                 result.spark_dropped += 1
                 continue
             model.ingest(row, event_time_us, (batch_index, index), wm_us)
@@ -665,7 +674,7 @@ def oracle_window(
         model.evict(wm_us)
 
         # Rule 1 (continued): W after this batch, from all its rows (filtered ones too).
-        tracker.observe_batch({_INPUTS[0]: event_times_us})
+        tracker.observe_batch({_INPUTS[0]: observed_us})
         previous_batch_w_ms = seen_w_ms
 
     result.num_batches = len(log)
