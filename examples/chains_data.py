@@ -18,7 +18,9 @@ example 1):
   order), one payment 9 minutes after its order arrives in the batch after, one a day late
   (dropped by the join, counted).
 * ``views`` (seed 002's week-over-week, example 2): page views of four pages over 20 days,
-  some a file late; the daily counts are joined to the same page's count 7 days earlier.
+  out of order within each file (none behind the window's lateness, so the streaming result
+  equals a batch computation of the same data); the daily counts are joined to the same
+  page's count 7 days earlier.
 
 ``tests/cli/test_chain_pipelines.py`` writes the data with :func:`write` and checks both
 pipelines' DuckDB tables against the oracles composed by hand and a batch computation.
@@ -59,9 +61,11 @@ def orders_and_payments(seed: int = 7) -> tuple[list[list[dict[str, Any]]], list
                 if rng.random() < 0.75:  # paid 0 to 10 minutes later (the bound, inclusive)
                     lag = dt.timedelta(seconds=rng.choice([0, 30, 240, 599, 600]))
                     payments.append({"order_id": order_id, "paid": amount, "pay_ts": ts + lag})
-    # One payment a day late: behind every watermark, the join drops and counts it.
-    payments.append({"order_id": 1, "paid": 5.0, "pay_ts": _START - dt.timedelta(days=1)})
-    return _batches(orders, "order_ts", rng), _batches(payments, "pay_ts", rng)
+    paid = _batches(payments, "pay_ts", rng)
+    # One payment a day late, in the last-but-one file: behind every watermark by then, the
+    # join drops and counts it.
+    paid[-2].append({"order_id": 1, "paid": 5.0, "pay_ts": _START - dt.timedelta(days=1)})
+    return _batches(orders, "order_ts", rng), paid
 
 
 def page_views(seed: int = 11) -> list[list[dict[str, Any]]]:
@@ -74,27 +78,22 @@ def page_views(seed: int = 11) -> list[list[dict[str, Any]]]:
             for _ in range(rng.randint(0, 6) + (3 if page == "home" else 0)):
                 ts = day0 + dt.timedelta(days=day, seconds=rng.randint(0, 86_399))
                 rows.append({"page": page, "user": f"u{rng.randint(1, 30)}", "view_ts": ts})
-    return _batches(rows, "view_ts", rng, per_batch=12)
+    return _batches(rows, "view_ts", rng, per_batch=12, move=False)
 
 
 def _batches(rows: list[dict[str, Any]], ts: str, rng: random.Random,
-             per_batch: int = 8) -> list[list[dict[str, Any]]]:
-    """Cut rows in time order into micro-batches; move a few a batch later (out of order)."""
+             per_batch: int = 8, move: bool = True) -> list[list[dict[str, Any]]]:
+    """Cut rows in time order into micro-batches, each shuffled; with ``move``, move a few
+    rows a batch later (out of order across micro-batches)."""
     rows = sorted(rows, key=lambda r: r[ts])
     n = max(1, (len(rows) + per_batch - 1) // per_batch)
     batches: list[list[dict[str, Any]]] = [rows[i * per_batch:(i + 1) * per_batch]
                                            for i in range(n)]
     for b in range(n - 1):
-        if batches[b] and rng.random() < 0.5:
+        if move and batches[b] and rng.random() < 0.5:
             batches[b + 1].append(batches[b].pop(rng.randrange(len(batches[b]))))
-    # A row far behind the others goes in the last-but-one batch (late for its operator).
-    late = [r for b in batches for r in b if r[ts] < _START - dt.timedelta(hours=1)]
-    for b in batches:
-        for r in late:
-            if r in b:
-                b.remove(r)
-    if late:
-        batches[max(0, n - 2)].extend(late)
+    for batch in batches:
+        rng.shuffle(batch)
     return batches
 
 

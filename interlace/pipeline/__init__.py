@@ -1,4 +1,4 @@
-"""Pipelines: named sources, one operator (a join or a window) and a target, in Python or TOML.
+"""Pipelines: named sources, one operator (or a chain of stages) and a target, in Python or TOML.
 
 A :class:`Pipeline` is the whole job as data: its :class:`Source` tables, one operator
 (:class:`~interlace.Join`, :class:`~interlace.StreamTableJoin`, :class:`~interlace.TableJoin`,
@@ -54,6 +54,8 @@ A source's ``event_time_column`` and ``time_mode`` must agree with the operator 
 The package's modules, one concern each:
 
 * :mod:`.model`: :class:`Source`, :class:`Target`, :class:`SparkSettings`, :class:`Pipeline`.
+* :mod:`.stages`: :class:`Stage`, a chain's stages (``[[stages]]``, SEMANTICS §11,
+  docs/chains.md) and how a chain resolves into one-operator pipelines.
 * :mod:`.kinds`: the kinds of ``[transform.join]`` (which spec each ``kind`` builds, its
   columns and whether its output is a changelog).
 * :mod:`.values`: :class:`FrozenMap` and the checks of single values (names, strings).
@@ -120,6 +122,7 @@ from interlace.pipeline.model import (
     Target,
     TargetKind,
 )
+from interlace.pipeline.stages import Stage
 from interlace.pipeline.values import FrozenMap
 
 __all__ = [
@@ -133,6 +136,7 @@ __all__ = [
     "Source",
     "SourceFormat",
     "SparkSettings",
+    "Stage",
     "Target",
     "TargetKind",
     "parse_ddl",

@@ -252,14 +252,20 @@ class Window(LateDataFields):
         (docs/chains.md derives each value). Output columns not listed have no such bound.
 
         A window is emitted in the first micro-batch whose ``wm`` reaches its end, so its end
-        is past the previous ``wm`` (lag 0); under ``reopen`` a kept window re-emits until
-        ``wm`` passes ``end + AL`` (lag ``AL``). A tumbling or hopping window's start moves
-        with its end; a session's start has no bound (a session lasts while rows come).
+        is past the previous ``wm`` (lag 0); under ``reopen`` a kept window re-emits while
+        ``wm < end + AL``, so its end is past ``wm - AL``. A tumbling or hopping window's ends
+        and ``wm`` are whole milliseconds, so "past" is by 1 ms at least: lag ``AL - 1``
+        (``AL > 0`` under reopen), and its start, ``duration_ms`` before its end, lags by
+        ``duration_ms - 1`` more. A session's end can be any microsecond (lag ``AL``), and
+        its start has no bound (a session lasts while rows come).
         """
-        lag = self.allowance_ms
+        al = self.allowance_ms
         if self.kind == "session":
-            return {self.window_end_column: lag}
-        return {self.window_start_column: lag, self.window_end_column: lag}
+            return {self.window_end_column: al}
+        assert self.duration_ms is not None
+        end = al - 1 if al > 0 else 0  # under drop / dlq the end is past wm itself
+        start = self.duration_ms + al - 1
+        return {self.window_start_column: start, self.window_end_column: end}
 
     @property
     def output_columns(self) -> list[str]:

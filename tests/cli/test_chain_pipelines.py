@@ -95,7 +95,8 @@ def test_paid_sessions_equal_the_join_and_window_oracles_composed(spark, tmp_pat
     assert got == want
     assert len(want) >= 8  # sessions of several customers closed within the run
     assert any(r["paid"] is not None and r["unpaid"] is not None for r in want)
-    assert up.counters.get("late_dropped_right", 0) + up.spark_dropped["right"] >= 1
+    if not at_once:  # the day-late payment, behind the watermark
+        assert up.late_dropped["right"] + up.spark_dropped["right"] >= 1
 
     # A rerun finds nothing new in either stage and leaves the table as it is.
     out = run_here(spark, folder, "paid_sessions.toml")
@@ -148,5 +149,5 @@ def test_page_views_week_equal_the_composed_oracles_and_a_batch_computation(
                                                else int(r.views_before))
              for r in joined.itertuples()}
     got = {(r["page"], r["window_start"]): (r["left_views"], r["right_views"]) for r in table}
-    assert got and all(batch[k] == v for k, v in got.items())
+    assert got and {k: batch[k] for k in got} == got
     assert len(got) >= 40 and any(v[1] is not None for v in got.values())

@@ -118,12 +118,14 @@ def test_a_bad_chain_is_one_error_naming_the_stage_and_the_fix(stages, message):
     assert "\n" not in str(e.value)
 
 
-def test_a_session_start_has_no_lag_and_a_fixed_window_start_has_its_end_lag():
+def test_a_session_start_has_no_lag_and_a_fixed_window_start_lags_by_its_duration_more():
     sessions = _window()
     assert sessions.output_lags_ms() == {"window_end": 0}
     fixed = _window(kind="hopping", gap_ms=None, duration_ms=60_000, hop_ms=30_000,
                     late_data="reopen", lateness_ms=5_000, allowed_lateness_ms=7_000)
-    assert fixed.output_lags_ms() == {"window_start": 7_000, "window_end": 7_000}
+    assert fixed.output_lags_ms() == {"window_start": 66_999, "window_end": 6_999}
+    dropped = _window(kind="tumbling", gap_ms=None, duration_ms=60_000)
+    assert dropped.output_lags_ms() == {"window_start": 59_999, "window_end": 0}
 
 
 @pytest.mark.parametrize(
