@@ -30,10 +30,12 @@ MODULES = [
     "interlace.operators.foreign_key.shim",
     "interlace.pipeline",
     "interlace.pipeline.model",
+    "interlace.pipeline.stages",
     "interlace.pipeline.kinds",
     "interlace.pipeline.values",
     "interlace.pipeline.ddl",
     "interlace.runner",
+    "interlace.chain",
     "interlace.targets",
     "interlace.sinks",
     "interlace.metrics",
@@ -45,6 +47,7 @@ MODULES = [
     "interlace.state.accumulators",
     "interlace.state.keygroups",
     "interlace.testing",
+    "interlace.testing.chain",
 ]
 
 
