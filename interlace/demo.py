@@ -304,6 +304,51 @@ def demo_tiers_pipeline(root: Path) -> Any:
     )
 
 
+def demo_chain_pipeline(root: Path) -> Any:
+    """The fourth demo pipeline, a chain (seed 000): the join, then sessions per customer.
+
+    Stage ``paid``: orders LEFT JOIN payments (0 to 10 minutes after the order), adding the
+    paid and the unpaid amount. Stage ``sessions``: a session window per customer (30 minutes
+    of quiet end one) over the join's output: orders, amount paid and unpaid per customer
+    session, into ``customer_sessions`` (docs/chains.md). The window's ``lateness_ms`` is left
+    out: it is the join's lag on ``order_ts``, its 10-minute bound.
+    """
+    from interlace.operators.join import Join
+    from interlace.operators.window import Aggregation, Window
+    from interlace.pipeline import Pipeline, SparkSettings, Stage, Target
+
+    paid = Stage(
+        name="paid",
+        left_source="orders",
+        right_source="payments",
+        join=Join(left_keys=["order_id"], right_keys=["order_id"], how="left", lower_ms=0,
+                  upper_ms=600_000, left_event_time_column="order_ts",
+                  right_event_time_column="pay_ts", lateness_ms=120_000, key_groups=8),
+        output_sql=(
+            "SELECT *, CASE WHEN right_order_id IS NOT NULL THEN left_amount END AS paid, "
+            "CASE WHEN right_order_id IS NULL THEN left_amount END AS unpaid FROM output"
+        ),
+    )
+    sessions = Stage(
+        name="sessions",
+        window_source="paid",
+        window=Window(
+            kind="session", gap_ms=1_800_000, event_time_column="left_order_ts",
+            group_by=["left_customer"], max_groups_per_window=100_000, key_groups=8,
+            aggregations=[Aggregation(agg="count", as_="orders"),
+                          Aggregation(agg="sum", column="paid", as_="paid"),
+                          Aggregation(agg="sum", column="unpaid", as_="unpaid")],
+        ),
+    )
+    return Pipeline(
+        name="paid-sessions",
+        sources=(_orders(root), _source(root, "payments", PAYMENTS_DDL, "pay_ts")),
+        stages=(paid, sessions),
+        target=Target(kind="duckdb", path=str(root / "demo.duckdb"), table="customer_sessions"),
+        spark=SparkSettings(checkpoint=str(root / "checkpoints" / "paid-sessions")),
+    )
+
+
 @dataclass
 class DemoResult:
     """What the demo wrote.
@@ -324,6 +369,9 @@ class DemoResult:
             customer had no tier then: not yet a customer, or deleted).
         deleted_customer_orders: :data:`DELETED_CUSTOMER`'s orders before and after its
             deletion.
+        customer_sessions: Rows in ``customer_sessions``, the chain's output (the sentinel
+            customer left out).
+        session_amounts: Over those sessions: (orders, amount paid, amount unpaid).
     """
 
     duckdb_path: Path
@@ -337,6 +385,8 @@ class DemoResult:
     seconds: float
     tiered_orders: dict[str | None, int]
     deleted_customer_orders: tuple[int, int]
+    customer_sessions: int = 0
+    session_amounts: tuple[int, float, float] = (0, 0.0, 0.0)
 
 
 def run_demo(
@@ -382,6 +432,7 @@ def _run_demo(
     run_pipeline(join, base=root, spark=spark, progress=log)
     w = run_pipeline(window, base=root, spark=spark, progress=log)
     run_pipeline(demo_tiers_pipeline(root), base=root, spark=spark, progress=log)
+    run_pipeline(demo_chain_pipeline(root), base=root, spark=spark, progress=log)
     # Clicks Spark's pre-filter removed (t <= the previous batch's W) never reach the operator,
     # so its late_dropped counter misses them; the run counts them from the query progress.
     removed_by_spark = w.spark_dropped
@@ -417,6 +468,11 @@ def _run_demo(
             "FROM orders_tiers WHERE customer = ?",
             [DELETED_AT, DELETED_AT, DELETED_CUSTOMER],
         )[0]
+        sessions = q(
+            "SELECT count(*), sum(orders), round(coalesce(sum(paid), 0), 2), "
+            "round(coalesce(sum(unpaid), 0), 2) FROM customer_sessions "
+            "WHERE left_customer <> '-'"
+        )[0]
     finally:
         con.close()
     result = DemoResult(
@@ -431,6 +487,8 @@ def _run_demo(
         seconds=time.time() - started,
         tiered_orders=tiers,
         deleted_customer_orders=(deleted[0], deleted[1]),
+        customer_sessions=sessions[0],
+        session_amounts=(int(sessions[1] or 0), float(sessions[2]), float(sessions[3])),
     )
     if not quiet:
         print("interlace demo (local Spark -> DuckDB)")
@@ -463,10 +521,16 @@ def _run_demo(
             f"{result.deleted_customer_orders[0]} orders with a tier before, "
             f"{result.deleted_customer_orders[1]} without one after"
         )
+        n, paid_amount, unpaid_amount = result.session_amounts
+        print(
+            f"  a chain, the join then sessions per customer (30 min of quiet): "
+            f"{result.customer_sessions} sessions of {n} orders, {paid_amount:.2f} paid, "
+            f"{unpaid_amount:.2f} unpaid"
+        )
         if keep:
             print(
                 f"  DuckDB file: {result.duckdb_path} (tables orders_payments, late_payments, "
-                "clicks_per_minute, orders_tiers)"
+                "clicks_per_minute, orders_tiers, customer_sessions)"
             )
         else:
             print(

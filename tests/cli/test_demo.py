@@ -198,6 +198,39 @@ def test_some_orders_get_a_tier_change_that_arrived_after_them(demo, tiers_oracl
     assert changed and len(joined) == len(final)
 
 
+def test_demo_customer_sessions_equal_the_join_and_window_oracles_composed(demo):
+    """The chain (issue 30, example 1): the join's oracle, the channel, the window's oracle."""
+    from interlace.demo import demo_chain_pipeline
+    from interlace.testing.chain import channel_files, window_log
+
+    result, workdir, _, _ = demo
+    paid, sessions = (r.pipeline for r in demo_chain_pipeline(workdir).stage_runs())
+    orders, payments = generate_orders_payments()
+    log = [JoinBatch(left=o, right=p) for o, p in zip(orders, payments, strict=True)]
+    up = oracle_join(paid.join, log, left_columns=names(ORDERS_DDL),
+                     right_columns=names(PAYMENTS_DDL))
+
+    def projected(row):  # stage paid's output_sql
+        matched = row["right_order_id"] is not None
+        return {**row, "paid": row["left_amount"] if matched else None,
+                "unpaid": None if matched else row["left_amount"]}
+
+    files = [(tuple(projected(r) for r in rows), clock)
+             for rows, clock in channel_files(up, horizon_ms=paid.join.horizon_ms)]
+    down = oracle_window(sessions.window, window_log(files),
+                         columns=[*up.output_columns, "paid", "unpaid"])
+    got = rows_of(read_table(result.duckdb_path, "customer_sessions"))
+
+    def rounded(rows):  # float sums: the order of the additions differs, not the amounts
+        return Counter(canonical_rows([{k: round(v, 6) if isinstance(v, float) else v
+                                        for k, v in r.items()} for r in rows]))
+
+    assert rounded(got) == rounded([o.row for o in down.rows])
+    real = [r for r in got if r["left_customer"] != "-"]
+    assert result.customer_sessions == len(real) >= 50
+    assert result.session_amounts[0] == sum(r["orders"] for r in real)
+
+
 def test_demo_prints_a_summary_naming_the_duckdb_file_and_tables(demo):
     result, workdir, stdout, stderr = demo
     assert result.duckdb_path == workdir.resolve() / "demo.duckdb"
@@ -205,7 +238,11 @@ def test_demo_prints_a_summary_naming_the_duckdb_file_and_tables(demo):
     lines = stdout.splitlines()
     assert lines[0] == "interlace demo (local Spark -> DuckDB)"
     assert (f"  DuckDB file: {result.duckdb_path} (tables orders_payments, late_payments, "
-            "clicks_per_minute, orders_tiers)") in lines
+            "clicks_per_minute, orders_tiers, customer_sessions)") in lines
+    n, paid, unpaid = result.session_amounts
+    assert ("  a chain, the join then sessions per customer (30 min of quiet): "
+            f"{result.customer_sessions} sessions of {n} orders, {paid:.2f} paid, "
+            f"{unpaid:.2f} unpaid") in lines
     tiers = result.tiered_orders
     assert ("  orders with the customer's tier as of the order time (stream-table, left): "
             f"{sum(tiers.values())} orders, {tiers[None]} without a tier") in lines
@@ -224,6 +261,7 @@ def test_demo_prints_a_summary_naming_the_duckdb_file_and_tables(demo):
     assert any(line.startswith("    a dead letter: {") for line in lines)
     assert lines[-1].startswith("  took ") and lines[-1].endswith(" s")
     # Progress went to stderr, one plain line per batch (not a terminal), for both pipelines.
-    for name in ("orders-payments", "clicks-per-minute", "orders-tiers"):
+    for name in ("orders-payments", "clicks-per-minute", "orders-tiers", "paid-sessions.paid",
+                 "paid-sessions.sessions"):
         assert f"[{name}] batch 0: in " in stderr and f"[{name}] done: " in stderr
     assert "\r" not in stderr
