@@ -15,6 +15,11 @@ Points (where the pipeline runner and the targets call :func:`crash_point`):
   record, not yet committed.
 * ``target-committed``: the DuckDB transaction is committed; Spark has not yet recorded the
   batch in its commit log (so a restart replays it).
+* ``channel-written``: a chain stage's micro-batch is in its channels (:mod:`interlace.chain`);
+  Spark has not yet recorded the batch in its commit log (so a restart replays it).
+* ``stage-started``: a chain stage's query is about to be built and started (under
+  ``availableNow``, every stage before it has finished: its output is committed, not yet
+  read).
 """
 
 from __future__ import annotations
@@ -22,10 +27,13 @@ from __future__ import annotations
 import os
 import signal
 
-__all__ = ["CRASH_ENV", "CRASH_POINTS", "crash_point"]
+__all__ = ["CHAIN_POINTS", "CRASH_ENV", "CRASH_POINTS", "crash_point"]
 
 CRASH_ENV = "INTERLACE_CRASH_AT"
-CRASH_POINTS = ("batch", "dead-letters-committed", "target-uncommitted", "target-committed")
+CRASH_POINTS = ("batch", "dead-letters-committed", "target-uncommitted", "target-committed",
+                "channel-written", "stage-started")
+#: The crash points only a chain (``[[stages]]``) reaches.
+CHAIN_POINTS = ("channel-written", "stage-started")
 _seen: dict[str, int] = {}
 
 

@@ -534,6 +534,8 @@ def run_pipeline(
     schemas: dict[str, Any] = {}
 
     def launch(q: _StageQuery) -> None:
+        if q.run.stage is not None:
+            crash_point("stage-started")
         out = q.build(schemas)
         if q.run.stage is not None:
             schemas[q.run.stage.name] = out.schema

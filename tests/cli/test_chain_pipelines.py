@@ -73,13 +73,10 @@ def _key(row: dict, names: list[str]) -> tuple:
     return tuple((row[n] is None, row[n]) for n in names)
 
 
-@pytest.mark.parametrize("at_once", [False, True], ids=["file-per-batch", "all-at-once"])
-def test_paid_sessions_equal_the_join_and_window_oracles_composed(spark, tmp_path, at_once):
-    folder, batches, p = _setup(tmp_path, "paid_sessions.toml", at_once)
-    run_here(spark, folder, "paid_sessions.toml")
+def paid_sessions_expected(p: Pipeline, batches: dict) -> tuple[object, list[dict]]:
+    """Example 1's final table from the oracles composed by hand: (the join's oracle result,
+    the session rows in ``(left_customer, window_start)`` order)."""
     paid, sessions = (r.pipeline for r in p.stage_runs())
-    assert sessions.window.lateness_ms == 600_000  # the join's left_order_ts lag: its bound
-
     log = [JoinBatch(left=o, right=pmt)
            for o, pmt in zip_longest(batches["orders"], batches["payments"], fillvalue=[])]
     up = oracle_join(paid.join, log, left_columns=_columns(chains_data.ORDERS_DDL),
@@ -89,7 +86,17 @@ def test_paid_sessions_equal_the_join_and_window_oracles_composed(spark, tmp_pat
     channel_columns = [*up.output_columns, "paid_amount", "unpaid_amount"]
     down = oracle_window(sessions.window, window_log(files), columns=channel_columns)
     names = ["left_customer", "window_start"]
-    want = sorted((o.row for o in down.rows), key=lambda r: _key(r, names))
+    return up, sorted((o.row for o in down.rows), key=lambda r: _key(r, names))
+
+
+@pytest.mark.parametrize("at_once", [False, True], ids=["file-per-batch", "all-at-once"])
+def test_paid_sessions_equal_the_join_and_window_oracles_composed(spark, tmp_path, at_once):
+    folder, batches, p = _setup(tmp_path, "paid_sessions.toml", at_once)
+    run_here(spark, folder, "paid_sessions.toml")
+    sessions = p.stage_runs()[1].pipeline
+    assert sessions.window.lateness_ms == 600_000  # the join's left_order_ts lag: its bound
+    up, want = paid_sessions_expected(p, batches)
+    names = ["left_customer", "window_start"]
     got = sorted(rows_of(read_table(folder / "interlace.duckdb", "paid_sessions")),
                  key=lambda r: _key(r, names))
     assert got == want

@@ -13,10 +13,13 @@ window; for the table joins the same inputs are checked against their oracles in
 
 Pipelines: the join (``how = "full"``, late rows to a dead-letter table), the session window
 (``late_data = "reopen"``: revisions and a retraction), the stream-table, table-table and
-foreign-key joins; on the HDFS-backed and the RocksDB state store.
+foreign-key joins, and a chain (``examples/paid_sessions.toml``: a join, then session windows
+over its output through a channel, SEMANTICS §11); on the HDFS-backed and the RocksDB state
+store.
 
-CI runs four kills (each crash point once, each must fire) on the join (HDFS), the window
-(RocksDB with changelog checkpointing) and the foreign-key join (RocksDB).
+CI runs seven kills (each crash point once, each must fire) on the join (HDFS), the window
+(RocksDB with changelog checkpointing), the foreign-key join (RocksDB) and the chain
+(RocksDB: in its channel write, between its stages, in its target's transaction).
 ``INTERLACE_CRASH_MATRIX=full`` runs the full matrix: every pipeline on both stores, ten
 seeded kills each (twenty per pipeline), over fresh trials until each kill has found a run to
 interrupt; ``INTERLACE_CRASH_REPORT=<file>`` appends each case's trials to that file
@@ -47,7 +50,7 @@ from test_cli import (
     write_session_clicks,
 )
 
-from interlace.faults import CRASH_POINTS
+from interlace.faults import CHAIN_POINTS, CRASH_POINTS
 from interlace.preflight import preflight
 from interlace.runner import run_pipeline
 from interlace.testing.crash import Kill, run_with_kills, seeded_kills
@@ -59,7 +62,8 @@ pytestmark = pytest.mark.spark
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 FULL = os.environ.get("INTERLACE_CRASH_MATRIX") == "full"
-NO_DLQ = tuple(p for p in CRASH_POINTS if p != "dead-letters-committed")
+ONE_STAGE = tuple(p for p in CRASH_POINTS if p not in CHAIN_POINTS)
+NO_DLQ = tuple(p for p in ONE_STAGE if p != "dead-letters-committed")
 
 # ------------------------------------------------------------------------------------------
 # The pipelines: each writes its inputs and its pipeline file into a folder
@@ -149,6 +153,32 @@ def setup_tables(example: str):
     return setup
 
 
+def setup_chain(folder: Path, spark) -> str:
+    """Example 1 of docs/chains.md (a join, then sessions), its target under out/."""
+    runpy.run_path(str(EXAMPLES / "chains_data.py"))["write"](folder)
+    text = (EXAMPLES / "paid_sessions.toml").read_text()
+    (folder / "paid_sessions.toml").write_text(
+        text.replace('kind = "duckdb"', 'kind = "duckdb"\npath = "out/chain.duckdb"') + "\n[spark]\n")
+    return "paid_sessions.toml"
+
+
+def check_chain(tables: dict[str, list[dict]]) -> None:
+    from test_chain_pipelines import paid_sessions_expected
+
+    from interlace.pipeline import Pipeline
+
+    _, want = paid_sessions_expected(Pipeline.load(EXAMPLES / "paid_sessions.toml"),
+                                     _chain_batches())
+    assert len(want) >= 8
+    assert Counter(canonical_rows(tables["paid_sessions"])) == Counter(canonical_rows(want))
+
+
+def _chain_batches() -> dict:
+    data = runpy.run_path(str(EXAMPLES / "chains_data.py"))
+    orders, payments = data["orders_and_payments"]()
+    return {"orders": orders, "payments": payments}
+
+
 def no_check(tables: dict[str, list[dict]]) -> None:
     """The table joins' inputs are checked against their oracles in other modules."""
     assert any(tables.values())
@@ -161,6 +191,7 @@ PIPELINES = {
     "stream_table": (setup_stream_table, no_check, NO_DLQ, "rocksdb"),
     "table": (setup_tables("customers_accounts.toml"), no_check, NO_DLQ, "hdfs"),
     "foreign_key": (setup_tables("orders_products.toml"), no_check, NO_DLQ, "rocksdb"),
+    "chain": (setup_chain, check_chain, (*NO_DLQ, *CHAIN_POINTS), "rocksdb"),
 }
 # CI: three pipelines on the three stores, each crash point once (every kill costs a JVM start,
 # ~20 s; the timed kills and the stream-table and table-table pipelines run in the full matrix).
@@ -168,6 +199,9 @@ CI_KILLS = {
     "join": [Kill(point="dead-letters-committed", nth=1), Kill(point="target-committed", nth=2)],
     "window": [Kill(point="target-uncommitted", nth=2)],
     "foreign_key": [Kill(point="batch", nth=2)],
+    # Inside the join's output, between the two stages, inside the window's target write.
+    "chain": [Kill(point="channel-written", nth=3), Kill(point="stage-started", nth=2),
+              Kill(point="target-uncommitted", nth=2)],
 }
 STORES = {"hdfs": (None, ".delta"), "rocksdb": ("", ".zip"),
           "rocksdb-changelog": ("\nchangelog_checkpointing = true", ".changelog")}
