@@ -31,7 +31,6 @@ same millisecond as a batch of the other would count once.
 from __future__ import annotations
 
 import copy
-
 from typing import Any
 
 from interlace.operators.common.counters import (

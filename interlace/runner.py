@@ -272,7 +272,7 @@ class _StageQuery:
         self.written: dict[int, int] = {}
         # The late count as of each batch's end, taken in the sink: drain() can see several new
         # batches at once, and the accumulator then already holds the later batches' counts
-        # (tests/cli/test_cli.py::test_progress_late_count_is_as_of_each_batch_even_when_printing_lags).
+        # (test_cli.py::test_progress_late_count_is_as_of_each_batch_even_when_printing_lags).
         self.late_at: dict[int, int] = {}
         self.dropped_at: dict[int, int] = {}  # likewise the operator's drops so far
         self.seen: set[int] = set()

@@ -30,10 +30,10 @@ from typing import TYPE_CHECKING, Any
 from interlace.operators.common.names import EVENT_TIME_OUT, OP_COLUMN, VERSION_COLUMN
 from interlace.operators.errors import ConfigError
 from interlace.operators.join import Join
-from interlace.operators.stream_table import RIGHT_VALID_FROM, StreamTableJoin
+from interlace.operators.stream_table import StreamTableJoin
 from interlace.operators.window import Window
 from interlace.pipeline.kinds import JOIN_KINDS, JoinSpec, join_kind
-from interlace.pipeline.validate import WHERE_ATTR, TablePath, err, label, output_columns_of
+from interlace.pipeline.validate import WHERE_ATTR, TablePath, err, label
 from interlace.pipeline.values import check_name, check_str, default_table
 
 if TYPE_CHECKING:
