@@ -158,3 +158,41 @@ def test_page_views_week_equal_the_composed_oracles_and_a_batch_computation(
     got = {(r["page"], r["window_start"]): (r["left_views"], r["right_views"]) for r in table}
     assert got and {k: batch[k] for k in got} == got
     assert len(got) >= 40 and any(v[1] is not None for v in got.values())
+
+
+def test_a_continuous_chain_runs_its_stages_at_once_and_stops_on_ctrl_c(tmp_path):
+    """``interlace run --continuous``: both stages run at once in one session, each printing
+    its own progress; the table then equals the composed oracles (each stage still reads one
+    file per micro-batch, so the split is the same as under availableNow)."""
+    import os
+    import re
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from cli_support import INTERLACE
+
+    folder, batches, p = _setup(tmp_path, "paid_sessions.toml", False)
+    _, want = paid_sessions_expected(p, batches)
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    proc = subprocess.Popen([*INTERLACE, "run", "paid_sessions.toml", "--continuous"],
+                            cwd=folder, env=env, stderr=subprocess.PIPE,
+                            stdout=subprocess.DEVNULL, text=True)
+    assert proc.stderr is not None
+    deadline, seen, out = time.time() + 300, [], 0
+    while time.time() < deadline and out < len(want):
+        line = proc.stderr.readline()
+        seen.append(line)
+        m = re.match(r"\[paid-sessions\.sessions\] batch \d+: .* out (\d+) rows", line)
+        out += int(m.group(1)) if m else 0
+    proc.send_signal(signal.SIGINT)
+    rest = proc.communicate(timeout=120)[1]
+    text = "".join(seen) + rest
+    assert proc.returncode == 130, text
+    assert out == len(want), text
+    assert "[paid-sessions.paid] batch 0:" in text and "[paid-sessions.sessions] done:" in text
+    names = ["left_customer", "window_start"]
+    got = sorted(rows_of(read_table(folder / "interlace.duckdb", "paid_sessions")),
+                 key=lambda r: _key(r, names))
+    assert got == want
