@@ -30,6 +30,7 @@ MODULES = [
     "interlace.operators.foreign_key.shim",
     "interlace.pipeline",
     "interlace.pipeline.model",
+    "interlace.pipeline.parts",
     "interlace.pipeline.stages",
     "interlace.pipeline.kinds",
     "interlace.pipeline.values",

@@ -53,7 +53,8 @@ A source's ``event_time_column`` and ``time_mode`` must agree with the operator 
 
 The package's modules, one concern each:
 
-* :mod:`.model`: :class:`Source`, :class:`Target`, :class:`SparkSettings`, :class:`Pipeline`.
+* :mod:`.model`: :class:`Pipeline` (and its parts, re-exported).
+* :mod:`.parts`: :class:`Source`, :class:`Target`, :class:`SparkSettings`.
 * :mod:`.stages`: :class:`Stage`, a chain's stages (``[[stages]]``, SEMANTICS §11,
   docs/chains.md) and how a chain resolves into one-operator pipelines.
 * :mod:`.kinds`: the kinds of ``[transform.join]`` (which spec each ``kind`` builds, its

@@ -25,7 +25,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from interlace.operators.common.names import EVENT_TIME_OUT, OP_COLUMN, VERSION_COLUMN
 from interlace.operators.errors import ConfigError
@@ -33,11 +33,12 @@ from interlace.operators.join import Join
 from interlace.operators.stream_table import StreamTableJoin
 from interlace.operators.window import Window
 from interlace.pipeline.kinds import JOIN_KINDS, JoinSpec, join_kind
+from interlace.pipeline.parts import Source, Target
 from interlace.pipeline.validate import WHERE_ATTR, TablePath, err, label
 from interlace.pipeline.values import check_name, check_str, default_table
 
-if TYPE_CHECKING:
-    from interlace.pipeline.model import Pipeline, Source, Target
+#: A pipeline (:class:`~.model.Pipeline`), read by attribute: the model imports this module.
+PipelineLike = Any
 
 __all__ = [
     "CHANNELS_FOLDER",
@@ -156,13 +157,13 @@ class StageRun:
     """
 
     stage: Stage | None
-    pipeline: Pipeline
+    pipeline: PipelineLike
     upstream: Mapping[str, str]
     consumers: tuple[str, ...]
     final: bool
     index: int = 0
 
-    def located(self, exc: ConfigError, chain: Pipeline) -> ConfigError:
+    def located(self, exc: ConfigError, chain: PipelineLike) -> ConfigError:
         """Return an error about :attr:`pipeline` as the chain's, naming the stage's table."""
         if self.stage is None:
             return exc
@@ -194,7 +195,9 @@ def _stage_table(i: int) -> TablePath:
     return ("stages", i)
 
 
-def _relabel(exc: ConfigError, i: int, sources: Sequence[Source], chain: Pipeline) -> ConfigError:
+def _relabel(
+    exc: ConfigError, i: int, sources: Sequence[Source], chain: PipelineLike
+) -> ConfigError:
     """Return a stage's one-operator pipeline error as the chain's, pointing at its table.
 
     ``[transform...]`` and the top level become the stage's own tables; a real source keeps
@@ -220,7 +223,7 @@ def _relabel(exc: ConfigError, i: int, sources: Sequence[Source], chain: Pipelin
     return err((*_stage_table(i), *table), key, body)
 
 
-def stage_order(p: Pipeline) -> list[int]:
+def stage_order(p: PipelineLike) -> list[int]:
     """Check the chain's graph and return the stages' indexes in an order that runs them.
 
     Raises:
@@ -361,7 +364,7 @@ def _source_columns(src: Source) -> Columns | None:
     return cols
 
 
-def output_schema(p: Pipeline, name: str) -> Columns | None:
+def output_schema(p: PipelineLike, name: str) -> Columns | None:
     """Return the columns and Spark types a source or stage of ``p`` hands its readers.
 
     A stage's are its operator's output columns without ``_dead_letter`` (dead letters go to
@@ -371,7 +374,7 @@ def output_schema(p: Pipeline, name: str) -> Columns | None:
     return _schemas(p).get(name)
 
 
-def _schemas(p: Pipeline) -> dict[str, Columns | None]:
+def _schemas(p: PipelineLike) -> dict[str, Columns | None]:
     out: dict[str, Columns | None] = {s.name: _source_columns(s) for s in p.sources}
     for i in stage_order(p):
         st = p.stages[i]
@@ -408,7 +411,7 @@ def _event_time_field(spec: Any, field: str) -> tuple[str, str]:
     return et, (f"{side}_event_time_column" if own is not None else "event_time_column")
 
 
-def _with_lateness(p: Pipeline, i: int, stage: Stage, lags: dict[str, dict[str, int]],
+def _with_lateness(p: PipelineLike, i: int, stage: Stage, lags: dict[str, dict[str, int]],
                    schemas: Mapping[str, Columns | None]) -> Stage:
     """Check the stage's lateness against the lag of each upstream time column it reads.
 
@@ -455,7 +458,7 @@ def _with_lateness(p: Pipeline, i: int, stage: Stage, lags: dict[str, dict[str, 
               f"exactly that")
 
 
-def stage_pipelines(p: Pipeline) -> list[StageRun]:
+def stage_pipelines(p: PipelineLike) -> list[StageRun]:
     """Resolve the chain into one-operator pipelines, in an order that runs them.
 
     Raises:
@@ -463,9 +466,6 @@ def stage_pipelines(p: Pipeline) -> list[StageRun]:
             check of a one-operator pipeline, naming the stage's TOML table.
     """
     order = stage_order(p)
-    # The model's classes, taken from the pipeline's own fields (model.py imports this module;
-    # a chain has sources: the model checks that first).
-    pipeline_type, source_type, target_type = type(p), type(p.sources[0]), type(p.target)
     stages = list(p.stages)
     by_name = {st.name: st for st in stages}
     schemas = _schemas(p)
@@ -489,7 +489,7 @@ def stage_pipelines(p: Pipeline) -> list[StageRun]:
             cols = schemas[name]
             quoted = [(c.replace("`", "``"), t) for c, t in cols] if cols is not None else None
             channel = channel_name(stage.name, field, source_name != name)
-            srcs.append(source_type(
+            srcs.append(Source(
                 name=source_name, format="parquet",
                 path=f"{base}/{CHANNELS_FOLDER}/{name}/{channel}",
                 schema=(", ".join(f"`{c}` {t}" for c, t in quoted) if quoted is not None
@@ -502,9 +502,9 @@ def stage_pipelines(p: Pipeline) -> list[StageRun]:
         renamed = {f: n for f, _, n in stage_inputs(stage)}
         spark = dataclasses.replace(
             p.spark, checkpoint=f"{base}/{STAGES_FOLDER}/{stage.name}")
-        target = _final_target(p) if final else target_type(kind="console")
+        target = _final_target(p) if final else Target(kind="console")
         try:
-            sub = pipeline_type(
+            sub = type(p)(  # the model's Pipeline (it imports this module)
                 name=f"{p.name}.{stage.name}",
                 sources=srcs,
                 target=target,
@@ -526,7 +526,7 @@ def stage_pipelines(p: Pipeline) -> list[StageRun]:
     return runs
 
 
-def _final_target(p: Pipeline) -> Target:
+def _final_target(p: PipelineLike) -> Target:
     """The chain's target as its final stage writes it: a DuckDB table named after the chain."""
     t = p.target
     if t.kind != "duckdb" or t.table is not None:

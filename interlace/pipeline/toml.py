@@ -25,7 +25,7 @@ import difflib
 import re
 import sys
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import tomlkit
 from tomlkit.items import Item, String, StringType, Table, Trivia
@@ -38,7 +38,7 @@ else:  # pragma: no cover - Python 3.10 reads TOML with the tomli backport
 from interlace.operators.errors import ConfigError
 from interlace.operators.window import Aggregation, Window
 from interlace.pipeline.kinds import JOIN_KIND, JOIN_KINDS, join_kind, kinds_phrase
-from interlace.pipeline.model import Pipeline, Source, SparkSettings, Target
+from interlace.pipeline.parts import Source, SparkSettings, Target
 from interlace.pipeline.positions import Positions
 from interlace.pipeline.stages import Stage
 from interlace.pipeline.validate import (
@@ -56,19 +56,26 @@ from interlace.pipeline.validate import (
 
 __all__ = ["locate", "read_pipeline", "write_pipeline"]
 
+_P = TypeVar("_P")
+#: A pipeline (:class:`~.model.Pipeline`): read by attribute, so this module needs no import of
+#: the model, which imports it.
+PipelineLike = Any
 
-def read_pipeline(text: str, path: str | None = None) -> Pipeline:
+
+def read_pipeline(text: str, path: str | None, pipeline_type: type[_P]) -> _P:
     """Build a pipeline from TOML text (:meth:`Pipeline.from_toml <.model.Pipeline.from_toml>`).
 
     Args:
         text: The TOML document.
         path: The file it came from, for error messages.
+        pipeline_type: The class to build, :class:`~.model.Pipeline` (which imports this
+            module, so this one takes it as an argument).
 
     Raises:
         ConfigError: Invalid TOML or an invalid pipeline, naming table, key and line.
 
     """
-    return _Reader(text, path).pipeline()
+    return _Reader(text, path).pipeline(pipeline_type)
 
 
 def locate(exc: ConfigError, text: str, path: str | None = None) -> ConfigError:
@@ -255,7 +262,7 @@ def _transform_table(sql: str | None) -> Table:
     return _table([("sql", sql)] if sql is not None else [], super_table=sql is None)
 
 
-def _stage_table(p: Pipeline, st: Stage) -> Table:
+def _stage_table(p: PipelineLike, st: Stage) -> Table:
     """One ``[[stages]]`` table: its name, projection, operator and dead-letter target."""
     sources = {s.name: s for s in p.sources}
     default_name = f"{p.name}.{st.name}"
@@ -278,7 +285,7 @@ def _stage_table(p: Pipeline, st: Stage) -> Table:
     return table
 
 
-def write_pipeline(p: Pipeline) -> str:
+def write_pipeline(p: PipelineLike) -> str:
     """Return ``p`` as TOML (:meth:`Pipeline.to_toml <.model.Pipeline.to_toml>`)."""
     doc = tomlkit.document()
     doc.add("name", _value(p.name))
@@ -399,7 +406,7 @@ class _Reader:
 
     # Reading ---------------------------------------------------------------------------------
 
-    def pipeline(self) -> Pipeline:
+    def pipeline(self, pipeline_type: type[_P]) -> _P:
         try:
             doc = tomllib.loads(self.text)
         except tomllib.TOMLDecodeError as exc:
@@ -460,7 +467,7 @@ class _Reader:
             self.check_keys(spark, ("spark",), _SPARK_KEYS)
             kwargs["spark"] = self.build(SparkSettings, ("spark",), spark)
         try:
-            return Pipeline(**kwargs)
+            return pipeline_type(**kwargs)
         except ConfigError as exc:
             raise self.located(exc) from exc
 

@@ -10,15 +10,17 @@ from the output, a window and a join in one pipeline, and so on. Each problem is
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING
+from typing import Any
 
 from interlace.operators.common.names import DEAD_LETTER_COLUMN, RESERVED_PREFIX
 from interlace.operators.errors import ConfigError
 from interlace.pipeline.ddl import is_boolean, is_timestamp
 from interlace.pipeline.kinds import field_applies, join_kind, time_mode_of, with_dead_letter
+from interlace.pipeline.parts import Source
 
-if TYPE_CHECKING:
-    from interlace.pipeline.model import Pipeline, Source
+#: A one-operator pipeline (:class:`~.model.Pipeline`), read by attribute: the model imports
+#: this module.
+PipelineLike = Any
 
 __all__ = [
     "ET_FIELDS",
@@ -117,7 +119,8 @@ def _input_columns(src: Source, time_mode: str, et: str, *, renamed: bool) -> li
 
 
 def _check_event_time(
-    p: Pipeline, src: Source, table: TablePath, field: str, et: str, time_mode: str, renamed: bool
+    p: PipelineLike, src: Source, table: TablePath, field: str, et: str, time_mode: str,
+    renamed: bool,
 ) -> None:
     """Check that the operator's time settings agree with its source's and its schema."""
     if src.time_mode != time_mode:
@@ -179,7 +182,7 @@ def _check_columns(
         )
 
 
-def _join_side_columns(p: Pipeline) -> tuple[list[str] | None, list[str] | None]:
+def _join_side_columns(p: PipelineLike) -> tuple[list[str] | None, list[str] | None]:
     j = p.join
     assert j is not None and p.left_source is not None and p.right_source is not None
     out = []
@@ -190,7 +193,7 @@ def _join_side_columns(p: Pipeline) -> tuple[list[str] | None, list[str] | None]
     return out[0], out[1]
 
 
-def output_columns_of(p: Pipeline) -> list[str] | None:
+def output_columns_of(p: PipelineLike) -> list[str] | None:
     """Output columns in order, or None when a join input's columns are unknown."""
     if p.window is not None:
         return list(p.window.output_columns)
@@ -216,7 +219,7 @@ def check_unique_sources(sources: Sequence[Source]) -> None:
         seen[s.name] = i
 
 
-def validate(p: Pipeline) -> None:
+def validate(p: PipelineLike) -> None:
     """Check the pipeline as a whole; raise the first problem found."""
     check_unique_sources(p.sources)
     if not p.sources:
@@ -313,7 +316,7 @@ def validate(p: Pipeline) -> None:
         )
 
 
-def _validate_join(p: Pipeline) -> None:
+def _validate_join(p: PipelineLike) -> None:
     j = p.join
     assert j is not None
     for fname, value in (("window_source", p.window_source), ("transform_sql", p.transform_sql)):
@@ -402,7 +405,7 @@ def _validate_join(p: Pipeline) -> None:
             )
 
 
-def _check_changelog_key(p: Pipeline, key: Sequence[str]) -> None:
+def _check_changelog_key(p: PipelineLike, key: Sequence[str]) -> None:
     """A changelog is applied by the columns it is keyed by; another `key` is refused."""
     j = p.join
     assert j is not None
@@ -420,7 +423,7 @@ def _check_changelog_key(p: Pipeline, key: Sequence[str]) -> None:
         )
 
 
-def _validate_window(p: Pipeline) -> None:
+def _validate_window(p: PipelineLike) -> None:
     w = p.window
     assert w is not None
     for key in ("left_source", "right_source"):
