@@ -24,3 +24,26 @@ def test_every_drop_is_counted_by_reason_and_malformed_records_too():
     assert sample(m, "interlace_rows_dropped_total", reason="null_key") == 4
     assert sample(m, "interlace_rows_dropped_total", reason="spark_watermark") == 4
     assert sample(m, "interlace_malformed_rows_total") == 5
+
+
+def test_each_stage_of_a_chain_has_its_own_pipeline_label_on_one_registry():
+    chain = PipelineMetrics("chain", "window")
+    join, window = chain.stage("chain.paid", "join"), chain.stage("chain.sessions", "window")
+    join.update_counters({"matches": 3, "late_dropped_right": 1}, "drop")
+    window.update_counters({"windows_emitted": 2, "late_dropped": 4}, "drop")
+    join.update_progress({"numInputRows": 9}, 5)
+    window.update_progress({"numInputRows": 5}, 2)
+    reg = chain.registry  # one registry: one /metrics endpoint for every stage
+
+    def value(name, pipeline, **labels):
+        return reg.get_sample_value(name, {"pipeline": pipeline, **labels}) or 0
+
+    assert value("interlace_join_matches_total", "chain.paid") == 3
+    assert value("interlace_windows_emitted_total", "chain.sessions", kind="window") == 2
+    assert value("interlace_rows_dropped_total", "chain.paid", reason="late") == 1
+    assert value("interlace_rows_dropped_total", "chain.sessions", reason="late") == 4
+    assert value("interlace_input_rows_total", "chain.paid") == 9
+    assert value("interlace_output_rows_total", "chain.sessions") == 2
+    # Each stage counts its own deltas: a repeated report of the same totals adds nothing.
+    join.update_counters({"matches": 3, "late_dropped_right": 1}, "drop")
+    assert value("interlace_join_matches_total", "chain.paid") == 3
