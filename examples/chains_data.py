@@ -78,7 +78,7 @@ def page_views(seed: int = 11) -> list[list[dict[str, Any]]]:
             for _ in range(rng.randint(0, 6) + (3 if page == "home" else 0)):
                 ts = day0 + dt.timedelta(days=day, seconds=rng.randint(0, 86_399))
                 rows.append({"page": page, "user": f"u{rng.randint(1, 30)}", "view_ts": ts})
-    return _batches(rows, "view_ts", rng, per_batch=12, move=False)
+    return _batches(rows, "view_ts", rng, per_batch=40, move=False)
 
 
 def _batches(rows: list[dict[str, Any]], ts: str, rng: random.Random,
