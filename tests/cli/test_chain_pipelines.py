@@ -291,3 +291,120 @@ def test_a_stage_joined_with_a_source_takes_both_watermarks(spark, tmp_path):
     assert got == want and len(want) >= 40
     assert {r["right_team"] for r in want if r["left_page"] == "docs"} >= {"docs-a", "docs-3"}
     assert any(r["right_team"] is None for r in want)  # the blog has no owner
+
+
+CHANGELOG_TOML = """
+name = "orders-profiles"
+
+[[sources]]
+name = "customers"
+format = "parquet"
+path = "data/customers_cdc"
+schema = "customer STRING, name STRING, tier STRING, deleted BOOLEAN, updated_ts TIMESTAMP"
+event_time_column = "updated_ts"
+
+[[sources]]
+name = "accounts"
+format = "parquet"
+path = "data/accounts_cdc"
+schema = "customer STRING, balance DOUBLE, deleted BOOLEAN, updated_ts TIMESTAMP"
+event_time_column = "updated_ts"
+
+[[sources]]
+name = "purchases"
+format = "json"
+path = "data/purchases"
+schema = "purchase_id BIGINT, customer STRING, bought_ts TIMESTAMP"
+event_time_column = "bought_ts"
+
+[[stages]]
+name = "profiles"
+output_sql = "SELECT *, op = 'delete' AS gone FROM output"
+
+[stages.transform.join]
+kind = "table"
+left_source = "customers"
+right_source = "accounts"
+left_keys = ["customer"]
+right_keys = ["customer"]
+how = "left"
+lateness_ms = 300_000
+tombstone_column = "deleted"
+left_prefix = ""
+right_prefix = ""
+
+[[stages]]
+name = "enriched"
+
+[stages.transform.join]
+kind = "stream_table"
+left_source = "purchases"
+right_source = "profiles"
+left_keys = ["customer"]
+right_keys = ["customer"]
+how = "left"
+left_event_time_column = "bought_ts"
+right_event_time_column = "event_time"
+tombstone_column = "gone"
+value_columns = ["tier", "balance"]
+lateness_ms = 300_000
+
+[target]
+kind = "duckdb"
+table = "enriched"
+"""
+
+
+def test_a_changelog_crosses_a_channel_and_is_read_as_a_table(spark, tmp_path):
+    """A table-table join's changelog (upserts, a delete) read by a stream-table join as its
+    table: each purchase gets the joined profile as of its time, a deleted customer none."""
+    import json
+    import os
+    import runpy
+
+    from interlace.testing.oracles import oracle_stream_table_join, oracle_table_join
+
+    tables = runpy.run_path(str(EXAMPLES / "table_joins_data.py"))
+    tables["write"](tmp_path)
+    day = dt.datetime(2026, 1, 1, 10, 0)
+    purchases = [[{"purchase_id": 10 * f + i, "customer": c,
+                   "bought_ts": day + dt.timedelta(minutes=m)}
+                  for i, (c, m) in enumerate(rows)]
+                 for f, rows in enumerate([[("c1", 2), ("c2", 3)], [("c3", 7), ("c2", 8)],
+                                           [("c3", 12), ("c1", 11)], [("c5", 31), ("c4", 20)],
+                                           [("c1", 40)], [("c2", 50)]])]
+    folder = tmp_path / "data" / "purchases"
+    folder.mkdir(parents=True)
+    for i, rows in enumerate(purchases):
+        path = folder / f"{i:03d}.json"
+        path.write_text("".join(json.dumps({**r, "bought_ts": r["bought_ts"].isoformat()})
+                                + "\n" for r in rows))
+        os.utime(path, (1_700_000_000 + i, 1_700_000_000 + i))
+    (tmp_path / "c.toml").write_text(CHANGELOG_TOML)
+    run_here(spark, tmp_path, "c.toml")
+    p = Pipeline.load(tmp_path / "c.toml")
+    profiles, enriched = (r.pipeline for r in p.stage_runs())
+    data = tables["DATA"]
+    cust, acct = data["customers_cdc"][1], data["accounts_cdc"][1]
+    naive = lambda rows: [[{**r, "updated_ts": r["updated_ts"].replace(tzinfo=None)}  # noqa: E731
+                           for r in b] for b in rows]
+    log = [JoinBatch(left=c, right=a) for c, a in zip_longest(naive(cust), naive(acct),
+                                                             fillvalue=[])]
+    up = oracle_table_join(profiles.join, log, left_columns=_columns(tables["CUSTOMERS_DDL"]),
+                           right_columns=_columns(tables["ACCOUNTS_DDL"]))
+    files = [(tuple({**r, "gone": r["op"] == "delete"} for r in rows), clock)
+             for rows, clock in channel_files(up, horizon_ms=profiles.join.horizon_ms)]
+    assert any(r["op"] == "delete" for rows, _ in files for r in rows)
+    down = oracle_stream_table_join(
+        enriched.join, join_log(None, files, left_rows=purchases),
+        left_columns=["purchase_id", "customer", "bought_ts"],
+        right_columns=[*up.output_columns, "gone"])
+    key = ["left_purchase_id"]
+    want = sorted((o.row for o in down.rows), key=lambda r: _key(r, key))
+    got = sorted(rows_of(read_table(tmp_path / "interlace.duckdb", "enriched")),
+                 key=lambda r: _key(r, key))
+    assert got == want
+    # The purchases before the table's watermark (its changelog stops at 10:30) are joined.
+    assert sorted(r["left_purchase_id"] for r in want) == [0, 1, 10, 11, 20, 21]
+    tiers = {r["left_purchase_id"]: r["right_tier"] for r in want}
+    assert tiers[0] == "gold" and tiers[20] is None  # c3 was deleted at 10:09
