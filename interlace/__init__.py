@@ -5,6 +5,7 @@ Public API::
     from interlace import Join, stream_join, Window, Aggregation, window_aggregate, local_session
     from interlace import StreamTableJoin, stream_table_join, TableJoin, table_join
     from interlace import ForeignKeyJoin, foreign_key_join
+    from interlace import TableAggregate, table_aggregate
 """
 
 import importlib.util as _importlib_util
@@ -26,6 +27,8 @@ from interlace.operators import (
     StateCapError,
     StreamTableJoin,
     StreamTableOperator,
+    TableAggregate,
+    TableAggregateOperator,
     TableJoin,
     TableJoinOperator,
     Window,
@@ -34,10 +37,12 @@ from interlace.operators import (
     prepare_foreign_key_join,
     prepare_join,
     prepare_stream_table_join,
+    prepare_table_aggregate,
     prepare_table_join,
     prepare_window,
     stream_join,
     stream_table_join,
+    table_aggregate,
     table_join,
     window_aggregate,
 )
@@ -60,6 +65,8 @@ __all__ = [
     "StateVersionError",
     "StreamTableJoin",
     "StreamTableOperator",
+    "TableAggregate",
+    "TableAggregateOperator",
     "TableJoin",
     "TableJoinOperator",
     "Target",
@@ -70,10 +77,12 @@ __all__ = [
     "prepare_foreign_key_join",
     "prepare_join",
     "prepare_stream_table_join",
+    "prepare_table_aggregate",
     "prepare_table_join",
     "prepare_window",
     "stream_join",
     "stream_table_join",
+    "table_aggregate",
     "table_join",
     "window_aggregate",
 ]

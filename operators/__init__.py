@@ -23,6 +23,12 @@ from interlace.operators.table import (
     prepare_table_join,
     table_join,
 )
+from interlace.operators.table_aggregate import (
+    TableAggregate,
+    TableAggregateOperator,
+    prepare_table_aggregate,
+    table_aggregate,
+)
 from interlace.operators.window import (
     Aggregation,
     Window,
@@ -48,6 +54,8 @@ __all__ = [
     "TableJoin",
     "TableJoinFunction",
     "TableJoinOperator",
+    "TableAggregate",
+    "TableAggregateOperator",
     "Window",
     "WindowFunction",
     "WindowOperator",
@@ -55,10 +63,12 @@ __all__ = [
     "prepare_foreign_key_join",
     "prepare_join",
     "prepare_stream_table_join",
+    "prepare_table_aggregate",
     "prepare_table_join",
     "prepare_window",
     "stream_join",
     "stream_table_join",
+    "table_aggregate",
     "table_join",
     "window_aggregate",
 ]
