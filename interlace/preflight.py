@@ -19,7 +19,7 @@ from interlace.pipeline import FILE_FORMATS, Pipeline, Source
 from interlace.pipeline.ddl import ddl_column, top_level_split
 from interlace.pipeline.kinds import join_kind, time_mode_of
 from interlace.pipeline.toml import locate
-from interlace.pipeline.validate import JOIN_TABLE, WINDOW_TABLE, TablePath, err
+from interlace.pipeline.validate import AGGREGATE_TABLE, JOIN_TABLE, WINDOW_TABLE, TablePath, err
 
 __all__ = ["preflight"]
 
@@ -290,12 +290,17 @@ def _check_key_types(p: Pipeline) -> None:
 
 
 def _check_aggregation_types(p: Pipeline) -> None:
-    w = p.window
+    w = p.window if p.window is not None else p.aggregate
     assert w is not None
-    src = p.source(p.resolved_window_source() or p.sources[0].name)
-    types = (
-        None if p.transform_sql is not None else _known_types(src, w.time_mode, w.event_time_column)
-    )
+    if p.aggregate is not None:
+        src = p.source(p.resolved_aggregate_source() or p.sources[0].name)
+        time_mode, table, numeric = "event", AGGREGATE_TABLE, "DECIMAL, "
+    else:
+        src = p.source(p.resolved_window_source() or p.sources[0].name)
+        time_mode, table, numeric = p.window.time_mode, WINDOW_TABLE, ""
+    et = w.event_time_column
+    assert et is not None
+    types = None if p.transform_sql is not None else _known_types(src, time_mode, et)
     if types is None:
         return
     for i, a in enumerate(w.aggregations):
@@ -303,8 +308,11 @@ def _check_aggregation_types(p: Pipeline) -> None:
             continue
         typ = types[a.column]
         word = _type_word(typ)
-        if a.agg in ("sum", "avg") and word not in _INTEGRAL_TYPES | _FLOAT_TYPES:
-            need = "an integer or floating-point column (TINYINT .. BIGINT, FLOAT, DOUBLE)"
+        decimal_ok = bool(numeric) and word == "DECIMAL"
+        if a.agg in ("sum", "avg") and word not in _INTEGRAL_TYPES | _FLOAT_TYPES and (
+                not decimal_ok):
+            need = ("an integer, floating-point or decimal column (TINYINT .. BIGINT, FLOAT, "
+                    f"DOUBLE{', DECIMAL' if numeric else ''})")
             fix = "declare it BIGINT or DOUBLE in the source's `schema`"
         elif a.agg in ("min", "max") and word in _UNORDERED_TYPES:
             need = "a column whose values order (a number, string, date or timestamp)"
@@ -312,7 +320,7 @@ def _check_aggregation_types(p: Pipeline) -> None:
         else:
             continue
         raise err(
-            (*WINDOW_TABLE, "aggregations", i),
+            (*table, "aggregations", i),
             "column",
             f"aggregation {a.as_!r}: {a.agg} needs {need}, but `column` {a.column!r} of "
             f"source {src.name!r} is {typ}; {fix}, or CAST it in a `sql` pre-stage",

@@ -129,8 +129,12 @@ def build_query_input(
     base: Path,
     counters: Any | None = None,
     frames: dict[str, Any] | None = None,
+    start_aggregate: Any | None = None,
 ) -> Any:
     """Return the streaming output DataFrame of ``pipeline`` (sources → pre-stages → operator).
+
+    A table aggregation runs two queries: ``start_aggregate(df, spec)`` starts the first and
+    returns the second's DataFrame (:class:`_StageQuery` passes it).
 
     JSON and CSV sources in Spark's default PERMISSIVE mode read with a
     ``_corrupt_record`` column: a record with a field Spark cannot parse keeps the raw text
@@ -167,8 +171,8 @@ def build_query_input(
         )
         # The raw record stays in dead letters (their `row`), not in the joined rows.
         return out.drop(*[c for c in out.columns if c.endswith(CORRUPT_RECORD)])
-    assert pipeline.window is not None
-    name = pipeline.window_source or pipeline.sources[0].name
+    name = (pipeline.resolved_aggregate_source() if pipeline.aggregate is not None
+            else pipeline.window_source or pipeline.sources[0].name)
     df = frames[name]
     if pipeline.transform_sql:
         df.createOrReplaceTempView("source")
@@ -177,12 +181,19 @@ def build_query_input(
                 and c not in projected.columns]
         if lost:
             msg = (
-                f"the window's `sql` drops {lost}, which a chain stage's input carries from "
+                f"the operator's `sql` drops {lost}, which a chain stage's input carries from "
                 "its channel (its clock: the upstream's watermark, docs/chains.md); keep "
                 "them, e.g. SELECT *, ... FROM source"
             )
             raise ConfigError(msg)
         df = projected
+    if pipeline.aggregate is not None:
+        if start_aggregate is None:
+            msg = ("a table aggregation runs two Spark queries: run its pipeline with "
+                   "`interlace run` (run_pipeline), or call interlace.table_aggregate")
+            raise ConfigError(msg)
+        return start_aggregate(df, pipeline.aggregate)
+    assert pipeline.window is not None
     return window_aggregate(df, pipeline.window, counters=counters)
 
 
@@ -264,7 +275,10 @@ class _StageQuery:
         self.base = base
         self.metrics = metrics
         self.acc = counters(spark)
-        self.spec = p.join if p.join is not None else p.window
+        self.spec = p.join if p.join is not None else (
+            p.window if p.window is not None else p.aggregate)
+        self.continuous = False
+        self.inner: Any = None  # a table aggregation's first query (by key)
         self.summary = RunSummary()
         self.reporter = (
             _Progress(progress, p.name, self.spec.horizon_ms) if progress is not None else None
@@ -306,7 +320,7 @@ class _StageQuery:
         }
         with state_encoding_for(self.spark, p.checkpoint_folder(self.base)):
             out = build_query_input(self.spark, p, base=self.base, counters=self.acc,
-                                    frames=frames)
+                                    frames=frames, start_aggregate=self._start_aggregate)
         stage = self.run.stage
         if stage is not None and stage.output_sql is not None:
             out.createOrReplaceTempView("output")
@@ -321,6 +335,33 @@ class _StageQuery:
             out = projected
         self.out = out
         return out
+
+    def _start_aggregate(self, df: Any, spec: Any) -> Any:
+        """Start a table aggregation's first query; return the second's input-bound output.
+
+        Its checkpoint and channel live under the stage's checkpoint folder, ``aggregate/``.
+        Under ``availableNow`` it runs to the end of its input first.
+        """
+        from interlace.operators.table_aggregate import start_table_aggregate
+
+        folder = self.pipeline.checkpoint_folder(self.base) / "aggregate"
+        trigger = ({"processingTime": "1 second"} if self.continuous
+                   else {"availableNow": True})
+        self.inner, out = start_table_aggregate(df, spec, checkpoint_location=folder,
+                                                trigger=trigger, counters=self.acc)
+        return out
+
+    def check_inner(self) -> None:
+        """Raise the error of a table aggregation's first query if it failed."""
+        if self.inner is not None and not self.inner.isActive:
+            error = self.inner.exception()
+            if error is not None:
+                raise error
+
+    def stop_inner(self) -> None:
+        """Stop a table aggregation's first query if it still runs."""
+        if self.inner is not None and self.inner.isActive:
+            self.inner.stop()
 
     def start(self, continuous: bool, chain_root: Path | None) -> None:
         """Prepare the targets (or channels) and start the query."""
@@ -342,7 +383,9 @@ class _StageQuery:
                 base=self.base,
                 default_table=p.name,
                 window_groups=None if p.window is None else p.window.group_by,
-                changelog=p.join is not None and join_kind(p.join).changelog_key is not None,
+                changelog=p.aggregate is not None or (
+                    p.join is not None and join_kind(p.join).changelog_key is not None),
+                by_group=p.aggregate is not None,
             )
             target.prepare(normal_schema)
         else:
@@ -519,7 +562,9 @@ def run_pipeline(
             spark.conf.set(k, v)
 
     def kind_of(run: Any) -> str:
-        return "join" if run.pipeline.join is not None else "window"
+        p = run.pipeline
+        return "join" if p.join is not None else "window" if p.window is not None else (
+            "aggregate")
 
     metrics = metrics or PipelineMetrics(pipeline.name, kind_of(runs[-1]))
     server = metrics.serve(metrics_port) if metrics_port is not None else None
@@ -531,6 +576,8 @@ def run_pipeline(
                     progress)
         for run in runs
     ]
+    for q in queries:
+        q.continuous = continuous
     schemas: dict[str, Any] = {}
 
     def launch(q: _StageQuery) -> None:
@@ -562,6 +609,7 @@ def run_pipeline(
                 for q in active:
                     if q.query.isActive:
                         q.query.awaitTermination(0.5 / len(active))
+                    q.check_inner()
                     q.drain()
             if stop.is_set():
                 summary.stopped_by_user = True
@@ -591,6 +639,8 @@ def run_pipeline(
                 launch(q)
                 watch([q])
     finally:
+        for q in queries:
+            q.stop_inner()
         if previous is not None:
             signal.signal(signal.SIGINT, previous)
         for q in queries:

@@ -126,6 +126,10 @@ class DuckDBTarget:
     window_groups: tuple[str, ...] | None = None
     #: Whether the rows are a changelog (``op``, ``version``) applied by ``key``.
     changelog: bool = False
+    #: A changelog keyed by group values (a table aggregation, SEMANTICS §10): ``key`` may
+    #: be empty (one global group) and its values NULL (a NULL group), so the table has no
+    #: PRIMARY KEY and keys compare with ``IS NOT DISTINCT FROM``.
+    by_group: bool = False
 
     def prepare(self, schema: Any) -> None:
         """Create the table (with the key as primary key) and the commit log if missing."""
@@ -141,7 +145,7 @@ class DuckDBTarget:
             self._check_changelog_schema(schema.names)
             fields = [f for f in fields if f.name != OP_COLUMN]
         cols = [f"{_ident(f.name)} {duckdb_type(f.dataType)}" for f in fields]
-        if self.key and self.window_groups is None:
+        if self.key and self.window_groups is None and not self.by_group:
             cols.append(f"PRIMARY KEY ({', '.join(_ident(k) for k in self.key)})")
         con = duckdb.connect(str(self.path))
         try:
@@ -149,9 +153,11 @@ class DuckDBTarget:
             if self.changelog:
                 types = {f.name: duckdb_type(f.dataType) for f in fields}
                 key_cols = [f"{_ident(k)} {types[k]}" for k in self.key]
+                primary = ("" if self.by_group else
+                           f", PRIMARY KEY ({', '.join(map(_ident, self.key))})")
                 con.execute(
-                    f"CREATE TABLE IF NOT EXISTS {self._deleted_table} ({', '.join(key_cols)}, "
-                    f"{VERSION_COLUMN} BIGINT, PRIMARY KEY ({', '.join(map(_ident, self.key))}))"
+                    f"CREATE TABLE IF NOT EXISTS {self._deleted_table} "
+                    f"({', '.join([*key_cols, f'{VERSION_COLUMN} BIGINT'])}{primary})"
                 )
             con.execute(
                 f"CREATE TABLE IF NOT EXISTS {_COMMITS} (pipeline VARCHAR, tbl VARCHAR, "
@@ -248,7 +254,7 @@ class DuckDBTarget:
 
     def _check_changelog_schema(self, names: Sequence[str]) -> None:
         """Reject a changelog target without a key or without ``op`` / ``version`` columns."""
-        if not self.key:
+        if not self.key and not self.by_group:
             msg = (
                 f"a changelog target needs `key`: the columns each change applies to (got "
                 f"key={list(self.key)}); set key = [...] to the join's key columns"
@@ -268,6 +274,8 @@ class DuckDBTarget:
 
     def _apply_changelog(self, con: Any, pdf: Any) -> int:
         """Apply one batch of changes by key, the highest version winning (class docstring)."""
+        if self.by_group:
+            return self._apply_group_changelog(con, pdf)
         key = list(self.key)
         bad_ops = sorted({str(v) for v in pdf[OP_COLUMN].unique()} - set(CHANGELOG_OPS))
         if bad_ops:
@@ -313,6 +321,46 @@ class DuckDBTarget:
             f"FROM _il_apply WHERE {OP_COLUMN} = 'delete' ON CONFLICT ({keys}) DO UPDATE SET "
             f"{VERSION_COLUMN} = excluded.{VERSION_COLUMN}"
         )
+        con.execute("DROP TABLE _il_apply")
+        return len(pdf)
+
+    def _apply_group_changelog(self, con: Any, pdf: Any) -> int:
+        """Apply one batch of a group changelog: as by key, groups compared NULL-safely.
+
+        The group columns may hold NULL (a NULL group) or be none at all (one global group),
+        so no PRIMARY KEY: per group, the stored row (or deletion record) is replaced when a
+        change's ``version`` is higher.
+        """
+        key = list(self.key)
+        if pdf[VERSION_COLUMN].isna().to_numpy().any():
+            msg = "a changelog row has a NULL `version`; every change needs its version"
+            raise ValueError(msg)
+        order = pdf.assign(_il_row=range(len(pdf))).sort_values([VERSION_COLUMN, "_il_row"])
+        newest = (order.drop_duplicates(key, keep="last") if key else order.tail(1)).drop(
+            columns="_il_row")
+        t, d = _ident(self.table), self._deleted_table
+
+        def same(a: str, b: str) -> str:
+            return " AND ".join(
+                f"{a}.{_ident(k)} IS NOT DISTINCT FROM {b}.{_ident(k)}" for k in key) or "TRUE"
+
+        con.register("_il_changes", newest)
+        con.execute(
+            "CREATE TEMP TABLE _il_apply AS SELECT * FROM _il_changes c WHERE "
+            f"NOT EXISTS (SELECT 1 FROM {t} s WHERE {same('s', 'c')} AND s.{VERSION_COLUMN} >= "
+            f"c.{VERSION_COLUMN}) AND NOT EXISTS (SELECT 1 FROM {d} s WHERE {same('s', 'c')} "
+            f"AND s.{VERSION_COLUMN} >= c.{VERSION_COLUMN})"
+        )
+        con.unregister("_il_changes")
+        for table in (t, d):
+            con.execute(f"DELETE FROM {table} WHERE EXISTS (SELECT 1 FROM _il_apply a WHERE "
+                        f"{same(table, 'a')})")
+        cols = ", ".join(_ident(c) for c in pdf.columns if c != OP_COLUMN)
+        con.execute(f"INSERT INTO {t} ({cols}) SELECT {cols} FROM _il_apply WHERE "
+                    f"{OP_COLUMN} = 'upsert'")
+        keys = ", ".join([*(_ident(k) for k in key), VERSION_COLUMN])
+        con.execute(f"INSERT INTO {d} ({keys}) SELECT {keys} FROM _il_apply WHERE "
+                    f"{OP_COLUMN} = 'delete'")
         con.execute("DROP TABLE _il_apply")
         return len(pdf)
 
@@ -410,12 +458,14 @@ def make_target(
     default_key: Sequence[str] = (),
     window_groups: Sequence[str] | None = None,
     changelog: bool = False,
+    by_group: bool = False,
 ) -> Any:
     """Build a target from a pipeline's ``[target]`` / ``[dead_letter]`` settings.
 
     ``window_groups``: the window's ``group_by`` columns when the rows are window output.
     ``changelog``: the rows are a changelog (``op``, ``version``), which a DuckDB target
     applies by its key (:class:`DuckDBTarget`); other targets write the changes as rows.
+    ``by_group``: that changelog is a table aggregation's, keyed by its group columns.
     """
     kind = spec.kind
     if kind == "duckdb":
@@ -427,6 +477,7 @@ def make_target(
             tuple(spec.key) if spec.key else tuple(default_key),
             window_groups=None if window_groups is None else tuple(window_groups),
             changelog=changelog,
+            by_group=by_group,
         )
     if kind == "parquet":
         path = Path(spec.path)

@@ -52,7 +52,8 @@ def _plain(value: Any) -> Any:
 
 def spec_record(pipeline: Any) -> dict[str, Any]:
     """What the checkpoint of ``pipeline`` depends on: its operator, spec and sources read."""
-    spec = pipeline.join if pipeline.join is not None else pipeline.window
+    spec = pipeline.join if pipeline.join is not None else (
+        pipeline.window if pipeline.window is not None else pipeline.aggregate)
     fields = {f.name: _plain(dataclasses.asdict(spec)[f.name]) for f in dataclasses.fields(spec)}
     sources = {
         s.name: {"format": s.format, "schema": s.schema, "sql": s.sql}

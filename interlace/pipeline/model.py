@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from interlace.operators.errors import ConfigError
 from interlace.operators.join import Join
+from interlace.operators.table_aggregate import TableAggregate
 from interlace.operators.window import Window
 from interlace.pipeline.kinds import JOIN_KIND, JOIN_KINDS, JoinSpec, join_kind
 from interlace.pipeline.parts import (
@@ -33,6 +34,7 @@ from interlace.pipeline.parts import (
 from interlace.pipeline.stages import Stage, StageRun, stage_pipelines
 from interlace.pipeline.toml import read_pipeline, write_pipeline
 from interlace.pipeline.validate import (
+    AGGREGATE_TABLE,
     JOIN_TABLE,
     WINDOW_TABLE,
     check_unique_sources,
@@ -94,6 +96,10 @@ class Pipeline:
         stages: A chain of :class:`~interlace.pipeline.stages.Stage` (stored as a tuple),
             instead of ``join`` / ``window`` and their fields; each stage names its inputs
             (sources or stages) and may have its own ``dead_letter``.
+        aggregate: A table aggregation (:class:`~interlace.TableAggregate`, TOML
+            ``[transform.aggregate]``) of ``aggregate_source``'s changelog; its output is a
+            changelog by group (SEMANTICS §10), which a DuckDB target applies by group.
+        aggregate_source: Aggregation only: the source to aggregate (default: the only one).
 
     Raises:
         ConfigError: Anything invalid, naming the TOML table and key (SEMANTICS §6).
@@ -112,6 +118,8 @@ class Pipeline:
     dead_letter: Target | None = None
     spark: SparkSettings = SparkSettings()
     stages: Sequence[Stage] = ()
+    aggregate: TableAggregate | None = None
+    aggregate_source: str | None = None
 
     def __post_init__(self) -> None:
         setattr_ = object.__setattr__
@@ -132,9 +140,10 @@ class Pipeline:
             ("spark", (SparkSettings,)),
             ("join", join_types),
             ("window", (Window,)),
+            ("aggregate", (TableAggregate,)),
         ):
             value = getattr(self, fname)
-            if value is None and fname in ("dead_letter", "join", "window"):
+            if value is None and fname in ("dead_letter", "join", "window", "aggregate"):
                 continue
             if not isinstance(value, types):
                 names = " or ".join(f"{t.__name__}(...)" for t in types)
@@ -143,6 +152,7 @@ class Pipeline:
             ("left_source", JOIN_TABLE),
             ("right_source", JOIN_TABLE),
             ("window_source", WINDOW_TABLE),
+            ("aggregate_source", AGGREGATE_TABLE),
             ("transform_sql", ("transform",)),
         ):
             try:
@@ -178,6 +188,8 @@ class Pipeline:
             ("left_source", JOIN_TABLE),
             ("right_source", JOIN_TABLE),
             ("window_source", WINDOW_TABLE),
+            ("aggregate", AGGREGATE_TABLE),
+            ("aggregate_source", AGGREGATE_TABLE),
             ("transform_sql", ("transform",)),
             ("dead_letter", ("dead_letter",)),
         ):
@@ -231,6 +243,14 @@ class Pipeline:
             return None
         return self.window_source if self.window_source is not None else self.sources[0].name
 
+    def resolved_aggregate_source(self) -> str | None:
+        """Return the table aggregation's source (``aggregate_source``, else the only source)."""
+        if self.aggregate is None:
+            return None
+        if self.aggregate_source is not None:
+            return self.aggregate_source
+        return self.sources[0].name
+
     def output_columns(self) -> list[str]:
         """Return the operator's output column names, in order.
 
@@ -278,7 +298,8 @@ class Pipeline:
 
         The default ``key`` of a duckdb target: ``(window_start, window_end, *group_by)`` for
         a window under ``late_data="reopen"``; the key columns for a join whose output is a
-        changelog (:attr:`~interlace.pipeline.kinds.JoinKind.changelog_key`); else none.
+        changelog (:attr:`~interlace.pipeline.kinds.JoinKind.changelog_key`); the group
+        columns for a table aggregation (possibly none: one global group); else none.
         """
         if self.stages:
             return self.final_stage().resolved_target()
@@ -290,6 +311,8 @@ class Pipeline:
             w = self.window
             key = (w.window_start_column, w.window_end_column, *w.group_by)
         changelog_key = None if self.join is None else join_kind(self.join).changelog_key
+        if key is None and self.aggregate is not None:
+            key = tuple(self.aggregate.group_by)  # a changelog by group (SEMANTICS §10)
         if key is None and changelog_key is not None:
             key = changelog_key(self.join)  # a changelog is applied by its key (kinds.py)
         return dataclasses.replace(

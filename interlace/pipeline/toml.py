@@ -36,12 +36,14 @@ else:  # pragma: no cover - Python 3.10 reads TOML with the tomli backport
     import tomli as tomllib
 
 from interlace.operators.errors import ConfigError
+from interlace.operators.table_aggregate import TableAggregate
 from interlace.operators.window import Aggregation, Window
 from interlace.pipeline.kinds import JOIN_KIND, JOIN_KINDS, join_kind, kinds_phrase
 from interlace.pipeline.parts import Source, SparkSettings, Target
 from interlace.pipeline.positions import Positions
 from interlace.pipeline.stages import Stage
 from interlace.pipeline.validate import (
+    AGGREGATE_TABLE,
     ET_FIELDS,
     JOIN_TABLE,
     WHERE_ATTR,
@@ -116,6 +118,13 @@ def window_defaults(pipeline_name: str, src: Source | None) -> dict[str, Any]:
         if src.event_time_column is not None:
             out["event_time_column"] = src.event_time_column
     return out
+
+
+def aggregate_defaults(src: Source | None) -> dict[str, Any]:
+    """Return what [transform.aggregate] means when it leaves a key out: the source's time."""
+    if src is not None and src.event_time_column is not None:
+        return {"event_time_column": src.event_time_column}
+    return {}
 
 
 def _field_default(f: dataclasses.Field[Any]) -> Any:
@@ -258,6 +267,20 @@ def _window_table(w: Window, source: str | None, src: Source | None, default_nam
     return window
 
 
+def _aggregate_table(a: TableAggregate, source: str | None, src: Source | None) -> Table:
+    """The ``[transform.aggregate]`` table (with its aggregations) of ``source``."""
+    items = [("source", source)] if source is not None else []
+    items += [("keys", list(a.keys)), ("group_by", list(a.group_by))]
+    items += _non_default(a, aggregate_defaults(src),
+                          skip=("aggregations", "keys", "group_by"))
+    table = _table(items)
+    aggregations = tomlkit.aot()
+    for agg in a.aggregations:
+        aggregations.append(_table(_non_default(agg)))
+    table.add("aggregations", aggregations)
+    return table
+
+
 def _transform_table(sql: str | None) -> Table:
     return _table([("sql", sql)] if sql is not None else [], super_table=sql is None)
 
@@ -309,6 +332,11 @@ def write_pipeline(p: PipelineLike) -> str:
             assert src_name is not None
             transform.add("window", _window_table(p.window, p.window_source,
                                                   p.source(src_name), p.name))
+        if p.aggregate is not None:
+            src_name = p.resolved_aggregate_source()
+            assert src_name is not None
+            transform.add("aggregate", _aggregate_table(p.aggregate, p.aggregate_source,
+                                                        p.source(src_name)))
         doc.add("transform", transform)
     doc.add("target", _table(_non_default(p.target)))
     if p.dead_letter is not None:
@@ -328,6 +356,8 @@ _TARGET_KEYS = [f.name for f in dataclasses.fields(Target)]
 _SPARK_KEYS = [f.name for f in dataclasses.fields(SparkSettings)]
 _WINDOW_FIELDS = [f.name for f in dataclasses.fields(Window) if f.name != "aggregations"]
 _AGG_KEYS = [toml_key(f.name) for f in dataclasses.fields(Aggregation)]
+_AGGREGATE_FIELDS = [f.name for f in dataclasses.fields(TableAggregate)
+                     if f.name != "aggregations"]
 # Seed 001 keys that admit one value only in this version; accepted and checked, not kept.
 _WINDOW_FIXED = {"crash_recovery": "at_least_once", "on_state_cap": "fail"}
 _HINTS = {
@@ -439,15 +469,15 @@ class _Reader:
             raise self.located(exc) from exc
         kwargs: dict[str, Any] = {"name": name, "sources": sources}
         transform = self.table(doc.get("transform", {}), ("transform",), "[transform]")
-        self.check_keys(transform, ("transform",), ["sql", "join", "window"])
-        if "join" in transform and "window" in transform:
+        self.check_keys(transform, ("transform",), ["sql", "join", "window", "aggregate"])
+        ops = [k for k in ("join", "window", "aggregate") if k in transform]
+        if len(ops) > 1:
             raise self.fail(
                 ("transform",),
-                "window",
-                "a window and a join in one pipeline: "
-                "[transform.join] and [transform.window] "
-                "are mutually exclusive; chain two "
-                "pipelines to aggregate a join's output",
+                ops[1],
+                f"{' and '.join(f'[transform.{k}]' for k in ops)} in one pipeline are "
+                "mutually exclusive: a pipeline runs one operator; chain them as [[stages]] "
+                "(docs/chains.md)",
             )
         if "sql" in transform:
             kwargs["transform_sql"] = transform["sql"]
@@ -455,6 +485,8 @@ class _Reader:
             kwargs.update(self.join(name, sources, transform["join"]))
         elif "window" in transform:
             kwargs.update(self.window(name, sources, transform["window"]))
+        elif "aggregate" in transform:
+            kwargs.update(self.aggregate(sources, transform["aggregate"]))
         if "stages" in doc:
             kwargs["stages"] = self.stages(name, sources, doc["stages"])
         target = self.table(doc["target"], ("target",), "[target]")
@@ -588,6 +620,51 @@ class _Reader:
             data.setdefault(key, value)
         self.require(data, wt, ["kind"])
         out["window"] = self.build(Window, wt, {**data, "aggregations": aggs})
+        return out
+
+    def aggregations(self, table: TablePath, raw_aggs: object, what: str) -> list[Aggregation]:
+        """Read an operator's ``[[...aggregations]]`` array of tables."""
+        if raw_aggs is None:
+            raise self.fail(table, None, f"missing [[{what}.aggregations]]: at least one "
+                                         "aggregation is needed")
+        if not isinstance(raw_aggs, list) or not all(isinstance(a, dict) for a in raw_aggs):
+            raise self.fail(table, "aggregations", "`aggregations` must be an array of tables: "
+                                                   f"one [[{what}.aggregations]] each")
+        aggs = []
+        for i, a in enumerate(raw_aggs):
+            at: TablePath = (*table, "aggregations", i)
+            self.check_keys(a, at, _AGG_KEYS)
+            self.require(a, at, ["agg", "as"])
+            kw = {("as_" if k == "as" else k): v for k, v in a.items()}
+            aggs.append(self.build(Aggregation, at, kw))
+        return aggs
+
+    def aggregate(self, sources: list[Source], raw: object,
+                  prefix: TablePath = ()) -> dict[str, Any]:
+        """Read ``[transform.aggregate]`` (under ``prefix``: a stage's)."""
+        at: TablePath = (*prefix, *AGGREGATE_TABLE)
+        data = dict(self.table(raw, at, "[transform.aggregate]"))
+        self.check_keys(data, at, ["source", "aggregations", *_AGGREGATE_FIELDS])
+        self.require(data, at, ["keys", "group_by"])
+        out: dict[str, Any] = {}
+        ref = data.pop("source", None)
+        if ref is not None and not isinstance(ref, str):
+            raise self.fail(at, "source", f"`source` must be a source name (got {ref!r})")
+        if ref is not None:
+            out["aggregate_source"] = ref
+        if prefix:
+            by_name = {s.name: s for s in sources}
+            src = by_name.get(ref) if ref is not None else (
+                sources[0] if len(sources) == 1 else None)
+        else:
+            try:
+                src = window_source_of(sources, ref, AGGREGATE_TABLE)
+            except ConfigError as exc:
+                raise self.located(exc) from exc
+        aggs = self.aggregations(at, data.pop("aggregations", None), "transform.aggregate")
+        for key, value in aggregate_defaults(src).items():
+            data.setdefault(key, value)
+        out["aggregate"] = self.build(TableAggregate, at, {**data, "aggregations": aggs})
         return out
 
     def stages(self, name: str, sources: list[Source], raw: object) -> list[Stage]:

@@ -23,6 +23,7 @@ from interlace.pipeline.parts import Source
 PipelineLike = Any
 
 __all__ = [
+    "AGGREGATE_TABLE",
     "ET_FIELDS",
     "JOIN_TABLE",
     "WHERE_ATTR",
@@ -72,12 +73,14 @@ def label(table: TablePath) -> str:
 
 JOIN_TABLE: TablePath = ("transform", "join")
 WINDOW_TABLE: TablePath = ("transform", "window")
+AGGREGATE_TABLE: TablePath = ("transform", "aggregate")
 ET_FIELDS = ("event_time_column", "left_event_time_column", "right_event_time_column")
 
 
 def toml_key(field: str) -> str:
     """Return the TOML key of a field (``window_source`` is ``source``, ``as_`` is ``as``)."""
-    return {"window_source": "source", "transform_sql": "sql", "as_": "as"}.get(field, field)
+    return {"window_source": "source", "aggregate_source": "source", "transform_sql": "sql",
+            "as_": "as"}.get(field, field)
 
 
 def resolve_source(sources: Sequence[Source], name: str, table: TablePath, key: str) -> Source:
@@ -94,18 +97,21 @@ def resolve_source(sources: Sequence[Source], name: str, table: TablePath, key: 
     )
 
 
-def window_source_of(sources: Sequence[Source], name: str | None) -> Source:
-    """Return the window's source: the one called ``name``, else the only one."""
+def window_source_of(sources: Sequence[Source], name: str | None,
+                     table: TablePath = WINDOW_TABLE) -> Source:
+    """Return the window's (or the aggregation's) source: the one called ``name``, else the
+    only one."""
     if name is not None:
-        return resolve_source(sources, name, WINDOW_TABLE, "source")
+        return resolve_source(sources, name, table, "source")
     if len(sources) != 1:
         have = ", ".join(repr(s.name) for s in sources)
+        field = "window_source" if table == WINDOW_TABLE else "aggregate_source"
         raise err(
-            WINDOW_TABLE,
+            table,
             None,
             "`source` is required when the pipeline has more than one "
             f'source (sources: {have}); set source = "..." '
-            "(`window_source` in Python)",
+            f"(`{field}` in Python)",
         )
     return sources[0]
 
@@ -197,6 +203,8 @@ def output_columns_of(p: PipelineLike) -> list[str] | None:
     """Output columns in order, or None when a join input's columns are unknown."""
     if p.window is not None:
         return list(p.window.output_columns)
+    if p.aggregate is not None:
+        return list(p.aggregate.output_names())
     j = p.join
     assert j is not None
     left, right = _join_side_columns(p)
@@ -225,28 +233,33 @@ def validate(p: PipelineLike) -> None:
     if not p.sources:
         raise err((), None, "a pipeline needs at least one [[sources]] table")
     # Exactly one operator.
-    if p.join is not None and p.window is not None:
+    given = [t for t, op in (("join", p.join), ("window", p.window),
+                             ("aggregate", p.aggregate)) if op is not None]
+    if len(given) > 1:
+        tables = " and ".join(f"[transform.{t}]" for t in given)
         raise err(
             ("transform",),
             None,
-            "a window and a join in one pipeline: [transform.join] "
-            "and [transform.window] are mutually exclusive; chain "
-            "two pipelines to aggregate a join's output",
+            f"{tables} in one pipeline are mutually exclusive: a pipeline runs one "
+            "operator; chain them as [[stages]] (docs/chains.md)",
         )
-    if p.join is None and p.window is None:
+    if not given:
         raise err(
             ("transform",),
             None,
-            "the pipeline has no operator: add a [transform.join] "
-            "or a [transform.window] table (`join` or `window`)",
+            "the pipeline has no operator: add a [transform.join], a [transform.window] "
+            "or a [transform.aggregate] table (`join`, `window` or `aggregate`)",
         )
     if p.join is not None:
         _validate_join(p)
-    else:
+    elif p.window is not None:
         _validate_window(p)
+    else:
+        _validate_aggregate(p)
     # Dead letters: a [dead_letter] target exactly when the operator dead-letters.
-    op_table = JOIN_TABLE if p.join is not None else WINDOW_TABLE
-    op = p.join if p.join is not None else p.window
+    op_table = {"join": JOIN_TABLE, "window": WINDOW_TABLE, "aggregate": AGGREGATE_TABLE}[
+        given[0]]
+    op = p.join if p.join is not None else p.window if p.window is not None else p.aggregate
     assert op is not None
     if op.late_data == "dlq" and p.dead_letter is None:
         raise err(
@@ -302,6 +315,15 @@ def validate(p: PipelineLike) -> None:
         _check_columns(("target",), "key", key, usable, "the output columns")
     if key is not None and p.join is not None:
         _check_changelog_key(p, key)
+    if key is not None and p.aggregate is not None and tuple(key) != tuple(
+            p.aggregate.group_by):
+        raise err(
+            ("target",),
+            "key",
+            f"`key` {list(key)} is not the table aggregation's group "
+            f"({list(p.aggregate.group_by)}, its `group_by`): each change's `version` counts "
+            "per group, so the target applies changes by it; remove `key` (it defaults to it)",
+        )
     w = p.window
     if w is not None and w.kind == "session" and w.late_data == "reopen" and (
         p.target.kind == "parquet"
@@ -453,3 +475,39 @@ def _validate_window(p: PipelineLike) -> None:
         if a.column is not None:
             _check_columns((*WINDOW_TABLE, "aggregations", i), "column", [a.column], cols, what)
 
+
+
+def _validate_aggregate(p: PipelineLike) -> None:
+    a = p.aggregate
+    assert a is not None
+    for key in ("left_source", "right_source", "window_source"):
+        if getattr(p, key) is not None:
+            raise err(AGGREGATE_TABLE, None,
+                      f"`{key}` does not apply to a table aggregation (got "
+                      f"{key}={getattr(p, key)!r}); remove it")
+    src = window_source_of(p.sources, p.aggregate_source, AGGREGATE_TABLE)
+    for i, s in enumerate(p.sources):
+        if s.name != src.name:
+            raise err(("sources", i), "name",
+                      f"source {s.name!r} is not read by the table aggregation (it aggregates "
+                      f"{src.name!r}); remove it")
+    renamed = p.transform_sql is not None
+    et = a.event_time_column
+    _check_event_time(p, src, AGGREGATE_TABLE, "event_time_column", et, "event", renamed)
+    cols = _input_columns(src, "event", et, renamed=renamed)
+    what = f"source {src.name!r}"
+    _check_columns(AGGREGATE_TABLE, "keys", a.keys, cols, what)
+    _check_columns(AGGREGATE_TABLE, "group_by", a.group_by, cols, what)
+    if a.tombstone_column is not None:
+        _check_columns(AGGREGATE_TABLE, "tombstone_column", [a.tombstone_column], cols, what)
+        types = dict(src.ddl_columns())
+        if cols is not None and not is_boolean(types[a.tombstone_column]):
+            raise err(AGGREGATE_TABLE, "tombstone_column",
+                      f"`tombstone_column` {a.tombstone_column!r} of {what} must be BOOLEAN "
+                      f"(got {types[a.tombstone_column]}); true marks a delete")
+    if a.value_columns is not None:
+        _check_columns(AGGREGATE_TABLE, "value_columns", a.value_columns, cols, what)
+    for i, g in enumerate(a.aggregations):
+        if g.column is not None:
+            _check_columns((*AGGREGATE_TABLE, "aggregations", i), "column", [g.column], cols,
+                           what)

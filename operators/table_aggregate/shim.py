@@ -68,6 +68,7 @@ __all__ = [
     "KeyRowsFunction",
     "TableAggregateOperator",
     "prepare_table_aggregate",
+    "start_table_aggregate",
     "table_aggregate",
     "table_aggregate_groups",
     "table_aggregate_keys",
@@ -318,7 +319,8 @@ def table_aggregate(
     key's row, writing its deltas to a channel under ``checkpoint_location``) and returns
     the second's DataFrame, which you write as any streaming DataFrame, with a checkpoint
     of its own. Under ``trigger={"availableNow": True}`` the first query runs to the end of
-    its input before this call returns.
+    its input before this call returns; otherwise it keeps running (stop it with
+    ``spark.streams``, or use :func:`start_table_aggregate`, which returns it).
 
     Example (``tests/replay/test_table_aggregate_replay.py`` runs it on Spark)::
 
@@ -339,6 +341,23 @@ def table_aggregate(
 
     Raises:
         ConfigError: Invalid spec or input, or no checkpoint folder, before any query starts.
+    """
+    _, out = start_table_aggregate(df, spec, checkpoint_location=checkpoint_location,
+                                   trigger=trigger, counters=counters)
+    return out
+
+
+def start_table_aggregate(
+    df: Any,
+    spec: TableAggregate,
+    *,
+    checkpoint_location: str | os.PathLike[str] | None = None,
+    trigger: dict[str, Any] | None = None,
+    counters: Any | None = None,
+) -> tuple[Any, Any]:
+    """:func:`table_aggregate`, also returning the first query: ``(query, changelog)``.
+
+    ``interlace run`` uses it, to stop and watch the first query with the second.
     """
     from interlace.chain import ChannelWriter, read_channel
 
@@ -367,4 +386,4 @@ def table_aggregate(
     query = stream.start()
     if trigger and trigger.get("availableNow"):
         query.awaitTermination()
-    return op.groups(read_channel(spark, channel, op.delta_struct))
+    return query, op.groups(read_channel(spark, channel, op.delta_struct))
