@@ -279,9 +279,12 @@ class _StageQuery:
             p.window if p.window is not None else p.aggregate)
         self.continuous = False
         self.inner: Any = None  # a table aggregation's first query (by key)
+        # Spark's W of this query is wm - H; a table aggregation's second query has no
+        # delay of its own: its W is its first query's wm (the channel's clock).
+        self.horizon_ms = 0 if p.aggregate is not None else self.spec.horizon_ms
         self.summary = RunSummary()
         self.reporter = (
-            _Progress(progress, p.name, self.spec.horizon_ms) if progress is not None else None
+            _Progress(progress, p.name, self.horizon_ms) if progress is not None else None
         )
         self.written: dict[int, int] = {}
         # The late count as of each batch's end, taken in the sink: drain() can see several new
@@ -391,7 +394,7 @@ class _StageQuery:
         else:
             assert chain_root is not None
             target = ChannelWriter(
-                self.channel_folders(chain_root), checkpoint, self.spec.horizon_ms,
+                self.channel_folders(chain_root), checkpoint, self.horizon_ms,
                 arrow_schema_for(normal_schema, timestamp_unit="us", timestamp_tz="UTC"))
         dead = None
         if dlq:
@@ -471,7 +474,7 @@ class _StageQuery:
                     tzinfo=_dt.timezone.utc
                 )
                 if w.timestamp() > 0:
-                    metrics.set_watermark("_global", w.timestamp() + spec.horizon_ms / 1000)
+                    metrics.set_watermark("_global", w.timestamp() + self.horizon_ms / 1000)
             summary.batches += 1
             summary.input_rows += int(p.get("numInputRows") or 0)
             self.source_rows += self._source_rows(p)

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from decimal import Decimal
+from decimal import Context, Decimal
 from fractions import Fraction
 from typing import Any
 
@@ -58,6 +58,8 @@ __all__ = [
 
 #: Every float NaN becomes this one object: a dict finds it by identity (NaN != NaN).
 NAN = float("nan")
+#: Decimal arithmetic without rounding: Spark's decimals have at most 38 digits, sums 48.
+_EXACT = Context(prec=200)
 _FLOAT_SCALE = 1074  # 2**-1074 is the smallest positive double: every double is n * 2**-1074
 
 
@@ -145,7 +147,7 @@ class SumState:
         if self.kind == "int":
             self.total += sign * int(value)
         elif self.kind == "decimal":
-            self.total += sign * int(Decimal(value).scaleb(self.scale))
+            self.total += sign * int(Decimal(value).scaleb(self.scale, context=_EXACT))
         elif value != value:
             self.nan += sign
         elif value in (math.inf, -math.inf):
@@ -176,7 +178,7 @@ class SumState:
         if self.kind == "int":
             return self.total
         if self.kind == "decimal":
-            return Decimal(self.total).scaleb(-self.scale)
+            return Decimal(self.total).scaleb(-self.scale, context=_EXACT)
         return self._float(Fraction(self.total, 1 << _FLOAT_SCALE))
 
     def avg(self) -> Any:
@@ -193,7 +195,7 @@ class SumState:
             units = exact / q
             rounded = math.floor(units + Fraction(1, 2)) if units >= 0 else -math.floor(
                 -units + Fraction(1, 2))
-            return Decimal(rounded).scaleb(-(self.scale + 4))
+            return Decimal(rounded).scaleb(-(self.scale + 4), context=_EXACT)
         den = self.n if self.kind == "int" else self.n << _FLOAT_SCALE
         return self._float(Fraction(self.total, den))
 

@@ -23,6 +23,7 @@ one stage on both sides) the channel from ``UP`` to ``NAME``.
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -31,6 +32,7 @@ from interlace.operators.common.names import EVENT_TIME_OUT, OP_COLUMN, VERSION_
 from interlace.operators.errors import ConfigError
 from interlace.operators.join import Join
 from interlace.operators.stream_table import StreamTableJoin
+from interlace.operators.table_aggregate import TableAggregate
 from interlace.operators.window import Window
 from interlace.pipeline.kinds import JOIN_KINDS, JoinSpec, join_kind
 from interlace.pipeline.parts import Source, Target
@@ -94,6 +96,9 @@ class Stage:
             output``. Time columns it keeps under their own names keep their lag.
         dead_letter: Where the stage's dead letters go; required exactly when its operator
             has ``late_data="dlq"``.
+        aggregate: The stage's table aggregation (:class:`~interlace.TableAggregate`) of
+            ``aggregate_source``'s changelog (e.g. a table join stage's output).
+        aggregate_source: Aggregation only: its input, a source or a stage.
 
     An operator with its dataclass default name (``"join"`` / ``"window"``) takes the name
     ``PIPELINE.STAGE``, as metrics and the state-cap error show it.
@@ -108,11 +113,13 @@ class Stage:
     transform_sql: str | None = None
     output_sql: str | None = None
     dead_letter: Target | None = None
+    aggregate: TableAggregate | None = None
+    aggregate_source: str | None = None
 
     def __post_init__(self) -> None:
         check_name("name", self.name)
         for fname in ("left_source", "right_source", "window_source", "transform_sql",
-                      "output_sql"):
+                      "output_sql", "aggregate_source"):
             check_str(fname, getattr(self, fname))
         join_types = tuple(k.spec_type for k in JOIN_KINDS.values())
         if self.join is not None and not isinstance(self.join, join_types):
@@ -122,22 +129,34 @@ class Stage:
         if self.window is not None and not isinstance(self.window, Window):
             msg = f"`window` must be a Window(...) (got {self.window!r})"
             raise ConfigError(msg)
-        if (self.join is None) == (self.window is None):
+        if self.aggregate is not None and not isinstance(self.aggregate, TableAggregate):
+            msg = f"`aggregate` must be a TableAggregate(...) (got {self.aggregate!r})"
+            raise ConfigError(msg)
+        given = [op for op in (self.join, self.window, self.aggregate) if op is not None]
+        if len(given) != 1:
             msg = (
-                f"stage {self.name!r} needs exactly one operator: a `join` or a `window` "
-                f"(got {'both' if self.join is not None else 'neither'})"
+                f"stage {self.name!r} needs exactly one operator: a `join`, a `window` or an "
+                f"`aggregate` (got {'several' if given else 'none'})"
             )
             raise ConfigError(msg)
 
     @property
+    def operator(self) -> str:
+        """``"join"``, ``"window"`` or ``"aggregate"``: the stage's operator field."""
+        return "join" if self.join is not None else (
+            "window" if self.window is not None else "aggregate")
+
+    @property
     def spec(self) -> Any:
-        """The stage's operator spec (its join or its window)."""
-        return self.join if self.join is not None else self.window
+        """The stage's operator spec (its join, window or table aggregation)."""
+        return getattr(self, self.operator)
 
     def inputs(self) -> list[tuple[str, str | None]]:
-        """Return ``(field, name)`` per input: ``left_source``/``right_source`` or the window's."""
+        """Return ``(field, name)`` per input: ``left_source``/``right_source`` or the one."""
         if self.join is not None:
             return [("left_source", self.left_source), ("right_source", self.right_source)]
+        if self.aggregate is not None:
+            return [("aggregate_source", self.aggregate_source)]
         return [("window_source", self.window_source)]
 
 
@@ -355,6 +374,24 @@ def _join_output(j: JoinSpec, left: Columns, right: Columns) -> Columns | None:
     return out
 
 
+def _aggregate_output(a: TableAggregate, cols: Columns) -> Columns:
+    types = dict(cols)
+    out = [(g, types[g]) for g in a.group_by]
+    for agg in a.aggregations:
+        src = types.get(agg.column) if agg.column else None
+        decimal = re.fullmatch(r"\s*DEC(?:IMAL)?\s*\(\s*(\d+)\s*,\s*(\d+)\s*\)\s*",
+                               (src or "").upper())
+        if decimal and agg.agg in ("sum", "avg"):
+            p, sc = int(decimal.group(1)), int(decimal.group(2))
+            typ = (f"DECIMAL({min(38, p + 10)},{sc})" if agg.agg == "sum"
+                   else f"DECIMAL({min(38, p + 4)},{min(38, sc + 4)})")
+        else:
+            typ = _agg_type(agg.agg, src)
+        out.append((agg.as_, typ))
+    return [*out, (OP_COLUMN, "STRING"), (EVENT_TIME_OUT, "TIMESTAMP"),
+            (VERSION_COLUMN, "BIGINT")]
+
+
 def _source_columns(src: Source) -> Columns | None:
     if src.sql is not None:
         return None
@@ -387,6 +424,9 @@ def _schemas(p: PipelineLike) -> dict[str, Columns | None]:
             if st.window is not None:
                 if st.transform_sql is None:
                     out[st.name] = _window_output(st.window, ins["window_source"] or [])
+            elif st.aggregate is not None:
+                if st.transform_sql is None:
+                    out[st.name] = _aggregate_output(st.aggregate, ins["aggregate_source"] or [])
             else:
                 assert st.join is not None
                 out[st.name] = _join_output(st.join, ins["left_source"] or [],
@@ -403,7 +443,7 @@ def _schemas(p: PipelineLike) -> dict[str, Columns | None]:
 
 def _event_time_field(spec: Any, field: str) -> tuple[str, str]:
     """The event-time column an operator reads from one input, and the field that names it."""
-    if field == "window_source":
+    if field in ("window_source", "aggregate_source"):
         return spec.event_time_column, "event_time_column"
     side = "left" if field == "left_source" else "right"
     own = getattr(spec, f"{side}_event_time_column", None)
@@ -419,7 +459,7 @@ def _with_lateness(p: PipelineLike, i: int, stage: Stage, lags: dict[str, dict[s
     an error naming the minimum (SEMANTICS §6, §11).
     """
     spec = stage.spec
-    table = (*_stage_table(i), "transform", "join" if stage.join is not None else "window")
+    table = (*_stage_table(i), "transform", stage.operator)
     need = 0
     reasons = []
     for field, name in stage.inputs():
@@ -450,7 +490,7 @@ def _with_lateness(p: PipelineLike, i: int, stage: Stage, lags: dict[str, dict[s
         return stage
     if spec.lateness_ms == 0:
         spec = dataclasses.replace(spec, lateness_ms=need)
-        return dataclasses.replace(stage, **{"join" if stage.join is not None else "window": spec})
+        return dataclasses.replace(stage, **{stage.operator: spec})
     raise err(table, "lateness_ms",
               f"`lateness_ms`={spec.lateness_ms} is below the lag of the upstream time column "
               f"this stage reads ({'; '.join(reasons)}): the chain would drop rows it delayed "
@@ -516,11 +556,13 @@ def stage_pipelines(p: PipelineLike) -> list[StageRun]:
                 transform_sql=stage.transform_sql,
                 dead_letter=stage.dead_letter,
                 spark=spark,
+                aggregate=stage.aggregate,
+                aggregate_source=renamed.get("aggregate_source"),
             )
         except ConfigError as exc:
             raise _relabel(exc, i, srcs, p) from exc
         # An output_sql keeps the lag of each time column it keeps under its name (Stage).
-        lags[stage.name] = dict((sub.join or sub.window).output_lags_ms())
+        lags[stage.name] = dict(stage.spec.output_lags_ms())
         runs.append(StageRun(stage=stage, pipeline=sub, upstream=upstream,
                              consumers=tuple(consumers[stage.name]), final=final, index=i))
     return runs

@@ -302,6 +302,10 @@ def _stage_table(p: PipelineLike, st: Stage) -> Table:
         src = sources.get(st.window_source) if st.window_source is not None else (
             p.sources[0] if len(p.sources) == 1 else None)
         transform.add("window", _window_table(st.window, st.window_source, src, default_name))
+    if st.aggregate is not None:
+        src = sources.get(st.aggregate_source) if st.aggregate_source is not None else (
+            p.sources[0] if len(p.sources) == 1 else None)
+        transform.add("aggregate", _aggregate_table(st.aggregate, st.aggregate_source, src))
     table.add("transform", transform)
     if st.dead_letter is not None:
         table.add("dead_letter", _table(_non_default(st.dead_letter)))
@@ -681,18 +685,23 @@ class _Reader:
             op_name = f"{name}.{st['name']}"
             transform = self.table(st["transform"], (*table, "transform"),
                                    "[stages.transform]")
-            self.check_keys(transform, (*table, "transform"), ["sql", "join", "window"])
-            if "join" in transform and "window" in transform:
-                raise self.fail((*table, "transform"), "window",
-                                "a stage runs one operator: [stages.transform.join] and "
-                                "[stages.transform.window] are mutually exclusive; make two "
-                                "stages, the second reading the first")
+            self.check_keys(transform, (*table, "transform"),
+                            ["sql", "join", "window", "aggregate"])
+            ops = [k for k in ("join", "window", "aggregate") if k in transform]
+            if len(ops) > 1:
+                raise self.fail((*table, "transform"), ops[1],
+                                "a stage runs one operator: "
+                                f"{' and '.join(f'[stages.transform.{k}]' for k in ops)} are "
+                                "mutually exclusive; make two stages, the second reading the "
+                                "first")
             if "sql" in transform:
                 kwargs["transform_sql"] = transform["sql"]
             if "join" in transform:
                 kwargs.update(self.join(op_name, sources, transform["join"], table))
             elif "window" in transform:
                 kwargs.update(self.window(op_name, sources, transform["window"], table))
+            elif "aggregate" in transform:
+                kwargs.update(self.aggregate(sources, transform["aggregate"], table))
             if "dead_letter" in st:
                 dl = self.table(st["dead_letter"], (*table, "dead_letter"),
                                 "[stages.dead_letter]")

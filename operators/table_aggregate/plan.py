@@ -119,6 +119,7 @@ class TableAggregatePlan:
         for field_name, cols in (("keys", spec.keys), ("group_by", spec.group_by),
                                  ("aggregations", spec.columns),
                                  ("value_columns", spec.value_columns or ()),
+                                 ("event_time_column", [et]),
                                  ("tombstone_column",
                                   [spec.tombstone_column] if spec.tombstone_column else [])):
             missing = [c for c in cols if c not in have]

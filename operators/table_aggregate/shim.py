@@ -192,9 +192,16 @@ class TableAggregateOperator:
         from pyspark.sql import types as T
         from pyspark.sql.streaming.state import GroupStateTimeout
 
+        if CLOCK_COLUMN in deltas.columns:
+            # Stage 1's clock (its watermark, stamped by the channel) becomes this query's
+            # watermark, so that a stage reading this one gets it in turn (SEMANTICS §11). A
+            # channel row's clock is never behind the previous W: Spark's filter drops none.
+            deltas = deltas.withWatermark(CLOCK_COLUMN, "0 milliseconds")
         if TICK_COLUMN in deltas.columns:
-            deltas = deltas.filter(~F.coalesce(F.col(TICK_COLUMN), F.lit(False)))
-        deltas = deltas.drop(*[c for c in (CLOCK_COLUMN, TICK_COLUMN) if c in deltas.columns])
+            tick = F.coalesce(F.col(TICK_COLUMN), F.lit(False))
+            if CLOCK_COLUMN in deltas.columns:  # after the watermark node: name the clock
+                tick = tick & F.col(CLOCK_COLUMN).isNotNull()
+            deltas = deltas.filter(~tick).drop(TICK_COLUMN)
         groups = [f.name for f in self.plan.group_fields]
         if groups:
             kg = F.expr(key_group_sql([f"`{g}`" for g in groups], self.spec.key_groups))

@@ -146,6 +146,14 @@ class TableAggregate:
             )
             raise ConfigError(msg)
         check_literal("emit", self.emit, Emit)
+        if self.late_data == "reopen":
+            msg = (
+                "`late_data`='reopen' is not supported by the table aggregation (SEMANTICS "
+                "§10: an update older than its key's applied one is never re-applied); use "
+                "late_data='drop' (counted) or 'dlq' (dead letters), and raise `lateness_ms` "
+                "to accept later updates"
+            )
+            raise ConfigError(msg)
         check_table_late_data(self.late_data, "the table aggregation")
         check_int("lateness_ms", self.lateness_ms, minimum=0)
         check_late_data_fields(self.late_data, self.lateness_ms, None, self.dlq_horizon_ms, 0)
@@ -157,6 +165,14 @@ class TableAggregate:
                 f"`group_by` holds the event-time column {self.event_time_column!r}: the "
                 "event time is the update's valid-from time, not an attribute to group by "
                 "(SEMANTICS §10); group by a column computed from it upstream"
+            )
+            raise ConfigError(msg)
+        fixed_cols = [g for g in group_by if g in (OP_COLUMN, EVENT_TIME_OUT, VERSION_COLUMN)]
+        if fixed_cols:
+            msg = (
+                f"`group_by` names {fixed_cols}, which are output columns of every changelog "
+                "(op, event_time, version): the output would have two columns of that name; "
+                "rename the column upstream (e.g. in the source's `sql`)"
             )
             raise ConfigError(msg)
         dupes = sorted({g for g in group_by if group_by.count(g) > 1})
@@ -220,7 +236,9 @@ class TableAggregate:
     def state_fingerprint(self, columns: Sequence[str]) -> str:
         """Fingerprint of what gives the stored rows and groups their meaning.
 
-        ``lateness_ms`` and ``late_data`` are not in it: changing them keeps the state valid.
+        ``lateness_ms`` is not in it: changing it keeps the state valid. ``late_data`` is:
+        it decides which input columns the held updates carry (every one under ``dlq``, for
+        the dead letters), and they are stored by position.
         """
         return blob.fingerprint({
             "operator": self.OPERATOR,
@@ -229,6 +247,7 @@ class TableAggregate:
             "aggregations": [[a.agg, a.column, a.as_, a.max_distinct_values_per_group]
                              for a in self.aggregations],
             "emit": self.emit,
+            "late_data": self.late_data,
             "tombstone": self.tombstone_column,
             "values": None if self.value_columns is None else list(self.value_columns),
             "key_groups": self.key_groups,

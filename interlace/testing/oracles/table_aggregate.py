@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from decimal import Decimal
+from decimal import Context, Decimal, localcontext
 from fractions import Fraction
 from typing import Any
 
@@ -104,7 +104,8 @@ def _one(agg: str, values: list[Any], rows: int, cap: int | None) -> Any:
             return _NAN if nan else max(rest)
         return min(rest) if rest else _NAN
     if isinstance(present[0], Decimal):
-        total = sum(present, Decimal(0))
+        with localcontext(Context(prec=200)):  # exact, as Spark's decimal sum
+            total = sum(present, Decimal(0))
         if agg == "sum":
             return total
         scale = -min(v.as_tuple().exponent for v in present)
@@ -112,7 +113,7 @@ def _one(agg: str, values: list[Any], rows: int, cap: int | None) -> Any:
         units = exact * 10 ** (scale + 4)
         rounded = math.floor(units + Fraction(1, 2)) if units >= 0 else -math.floor(
             -units + Fraction(1, 2))
-        return Decimal(rounded).scaleb(-(scale + 4))
+        return Decimal(rounded).scaleb(-(scale + 4), context=Context(prec=200))
     if isinstance(present[0], float):
         total = _float_sum(present)
         if agg == "sum" or any(v != v or math.isinf(v) for v in present):
@@ -138,7 +139,8 @@ def aggregate_rows(aggregations: Sequence[Any], rows: Sequence[Mapping[str, Any]
 
 
 def oracle_table_aggregate(
-    spec: Any, log: Sequence[Sequence[Mapping[str, Any]]], *, columns: Sequence[str]
+    spec: Any, log: Sequence[Sequence[Mapping[str, Any]]], *, columns: Sequence[str],
+    clocks_us: Sequence[int | None] | None = None,
 ) -> TableAggregateResult:
     """Replay ``log`` (micro-batches of the table's updates) through the aggregation.
 
@@ -148,6 +150,9 @@ def oracle_table_aggregate(
             ``tombstone_column``, ``value_columns``, ``late_data``, ``dlq_horizon_ms``).
         log: The micro-batches, each a sequence of row dicts (naive UTC datetimes).
         columns: The input table's columns, in order (the default value columns).
+        clocks_us: A chain stage's input (SEMANTICS §11): per micro-batch, the clock its
+            channel file carries (:func:`interlace.testing.chain.channel_files`); Spark's
+            watermark then follows the clocks.
     """
     keys, group_by = list(spec.keys), list(spec.group_by)
     et = spec.event_time_column
@@ -212,7 +217,9 @@ def oracle_table_aggregate(
                 row.update({"op": op, "event_time": a.row[et], "version": version})
                 out.rows.append((batch, row))
 
-    log_batches = [JoinBatch(left=tuple(b), right=()) for b in log]
+    clocks = list(clocks_us) if clocks_us is not None else [None] * len(log)
+    log_batches = [JoinBatch(left=tuple(b), right=(), left_clock_us=c)
+                   for b, c in zip(log, clocks, strict=True)]
     replay_spark(log_batches, event_time_column={"left": et, "right": et},
                  delay_ms=spec.lateness_ms + horizon, horizon_ms=horizon,
                  watermark_policy="max", result=result, call=call)
