@@ -645,6 +645,13 @@ def _window_cli(
     return explain_window(events, group_by=_split(group_by), aggregations=_split(agg), **kwargs)
 
 
+def _aggregate_cli(events: Sequence[dict[str, Any]], **kwargs: Any) -> str:
+    """:func:`interlace.explain_aggregate.explain_aggregate` with the CLI's options."""
+    from interlace.explain_aggregate import aggregate_cli
+
+    return aggregate_cli(events, **kwargs)
+
+
 def _split(text: str) -> list[str]:
     return [part.strip() for part in text.split(",") if part.strip()]
 
@@ -689,6 +696,12 @@ OPERATORS: dict[str, Operator] = {
         True,
         ("key", "fk", "value", "how", "emit"),
         _foreign_key_cli,
+        late=("lateness_ms", "late_data", "dlq_horizon_ms"),
+    ),
+    "aggregate": Operator(
+        False,
+        ("key", "group_by", "agg", "emit"),
+        _aggregate_cli,
         late=("lateness_ms", "late_data", "dlq_horizon_ms"),
     ),
 }
