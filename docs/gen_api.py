@@ -28,6 +28,11 @@ MODULES = [
     "interlace.operators.foreign_key.plan",
     "interlace.operators.foreign_key.step",
     "interlace.operators.foreign_key.shim",
+    "interlace.operators.table_aggregate",
+    "interlace.operators.table_aggregate.spec",
+    "interlace.operators.table_aggregate.plan",
+    "interlace.operators.table_aggregate.step",
+    "interlace.operators.table_aggregate.shim",
     "interlace.pipeline",
     "interlace.pipeline.model",
     "interlace.pipeline.parts",
@@ -45,10 +50,13 @@ MODULES = [
     "interlace.state.buffers",
     "interlace.state.tables",
     "interlace.state.foreign_key",
+    "interlace.state.table_aggregate",
     "interlace.state.accumulators",
     "interlace.state.keygroups",
     "interlace.testing",
     "interlace.testing.chain",
+    "interlace.testing.local_table_aggregate",
+    "interlace.testing.oracles.table_aggregate",
 ]
 
 

@@ -97,19 +97,20 @@ foreign-key example (fk.json; left: (key, fk), right: (fk, value); order o2 move
               {"side": "left", "ts": 5, "key": "o2", "fk": 2}]}
   interlace explain fk.json --operator foreign_key --emit eager
 
-window example (win.json; the event at ts 4 is written, so arrives, last: revision 1):
-  {"events": [{"ts": 3, "key": "k1", "value": 5}, {"ts": 12, "key": "k1", "value": 2},
-              {"ts": 15, "key": "k1", "value": 1}, {"ts": 4, "key": "k1", "value": 1}]}
-  interlace explain win.json --operator window --kind tumbling --duration-ms 10000 \\
-      --agg count,sum:value --arrival file --late-data reopen --allowed-lateness-ms 10000
-
 Table aggregation example (agg.json; a1 moves from eu to us, a2's update with only nulls
 is a delete, which empties eu):
   {"events": [{"ts": 1, "key": "a1", "group": "eu", "value": 100},
               {"ts": 2, "key": "a2", "group": "eu", "value": 50},
               {"ts": 3, "key": "a1", "group": "us", "value": 120},
               {"ts": 4, "key": "a2", "group": null, "value": null}]}
-  interlace explain agg.json --operator aggregate --emit eager --agg count,sum:value""",
+  interlace explain agg.json --operator aggregate --emit eager --agg count,sum:value
+
+window example (win.json; the event at ts 4 is written, so arrives, last: revision 1):
+  {"events": [{"ts": 3, "key": "k1", "value": 5}, {"ts": 12, "key": "k1", "value": 2},
+              {"ts": 15, "key": "k1", "value": 1}, {"ts": 4, "key": "k1", "value": 1}]}
+  interlace explain win.json --operator window --kind tumbling --duration-ms 10000 \\
+      --agg count,sum:value --arrival file --late-data reopen --allowed-lateness-ms 10000
+""",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     ex.add_argument("log", type=Path, help="the JSON event log (format below)")

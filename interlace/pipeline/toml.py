@@ -476,11 +476,13 @@ class _Reader:
         self.check_keys(transform, ("transform",), ["sql", "join", "window", "aggregate"])
         ops = [k for k in ("join", "window", "aggregate") if k in transform]
         if len(ops) > 1:
+            what = ("a window and a join in one pipeline: " if set(ops) == {"join", "window"}
+                    else "")
             raise self.fail(
                 ("transform",),
                 ops[1],
-                f"{' and '.join(f'[transform.{k}]' for k in ops)} in one pipeline are "
-                "mutually exclusive: a pipeline runs one operator; chain them as [[stages]] "
+                f"{what}{' and '.join(f'[transform.{k}]' for k in ops)} are mutually "
+                "exclusive: a pipeline runs one operator; chain them as [[stages]] "
                 "(docs/chains.md)",
             )
         if "sql" in transform:

@@ -237,11 +237,13 @@ def validate(p: PipelineLike) -> None:
                              ("aggregate", p.aggregate)) if op is not None]
     if len(given) > 1:
         tables = " and ".join(f"[transform.{t}]" for t in given)
+        what = ("a window and a join in one pipeline: " if set(given) == {"join", "window"}
+                else "")
         raise err(
             ("transform",),
             None,
-            f"{tables} in one pipeline are mutually exclusive: a pipeline runs one "
-            "operator; chain them as [[stages]] (docs/chains.md)",
+            f"{what}{tables} are mutually exclusive: a pipeline runs one operator; chain "
+            "them as [[stages]] (docs/chains.md)",
         )
     if not given:
         raise err(
