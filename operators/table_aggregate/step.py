@@ -30,7 +30,9 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-from interlace.operators.common.changelog import add_count, split_pending
+from interlace.operators.common.arrow import i64
+from interlace.operators.common.changelog import add_count, split_pending, take_or_null
+from interlace.operators.common.keys import key_codes
 from interlace.operators.common.deadletters import dead_letter
 from interlace.operators.errors import StateCapError
 from interlace.operators.table_aggregate.plan import (
@@ -138,14 +140,17 @@ def key_step(
             arrived = arrived.filter(pa.array(~bad))
     due, held, _ = split_pending(plan.spec.emit, state.held, arrived, wm_us)
     add_count(counters, "held", held.num_rows)
-    rows = _KeyRows.load(plan, state.keys)
-    deltas = _Deltas(plan)
+    keys_table, deltas = state.keys, plan.delta_schema.empty_table()
     if due.num_rows:
-        _apply_updates(plan, rows, due, wm_us, deltas, counters, letters)
-    output = deltas.table(letters)
+        keys_table, deltas = _apply_updates(plan, state.keys, due, wm_us, counters, letters)
+    if letters:
+        cols = [pa.nulls(len(letters), f.type) for f in plan.delta_schema][:-1]
+        lettered = pa.Table.from_arrays([*cols, pa.array(letters, pa.string())],
+                                        schema=plan.delta_schema)
+        deltas = pa.concat_tables([deltas, lettered])
     times = held.column(TIME_COLUMN)
     next_due = int(pa.compute.min(times).as_py()) if held.num_rows else None
-    return KeyStepResult(output, KeyRowsState(rows.table(), held, state.seq + batch.num_rows),
+    return KeyStepResult(deltas, KeyRowsState(keys_table, held, state.seq + batch.num_rows),
                          next_due, counters)
 
 
@@ -161,110 +166,96 @@ def _reject(plan: TableAggregatePlan, rows: pa.Table, reason: str, wm_us: int | 
     letters += [dead_letter("input", reason, wm_us, r) for r in records]
 
 
-@dataclass
-class _KeyRows:
-    """Stage 1's rows by key, as Python values: key -> [t, deleted, group, values]."""
+def _apply_updates(plan: TableAggregatePlan, stored: pa.Table, due: pa.Table,
+                   wm_us: int | None, counters: dict[str, int],
+                   letters: list[str]) -> tuple[pa.Table, pa.Table]:
+    """Apply the due updates, per key in (event time, arrival) order; return keys and deltas.
 
-    rows: dict[tuple[Any, ...], list[Any]]
-    plan: TableAggregatePlan
-
-    @classmethod
-    def load(cls, plan: TableAggregatePlan, table: pa.Table) -> _KeyRows:
-        nk, ng = len(plan.key_index), len(plan.group_index)
-        cols = [table.column(i).to_pylist() for i in range(table.num_columns)]
-        rows: dict[tuple[Any, ...], list[Any]] = {}
-        for i in range(table.num_rows):
-            key = tuple(canonical(c[i]) for c in cols[:nk])
-            t, deleted = cols[nk][i], cols[nk + 1][i]
-            group = tuple(canonical(c[i]) for c in cols[nk + 2 : nk + 2 + ng])
-            values = tuple(c[i] for c in cols[nk + 2 + ng :])
-            rows[key] = [t, deleted, group, values]
-        return cls(rows, plan)
-
-    def table(self) -> pa.Table:
-        schema = self.plan.keys_schema
-        nk, ng = len(self.plan.key_index), len(self.plan.group_index)
-        nv = len(self.plan.value_index)
-        cols: list[list[Any]] = [[] for _ in schema]
-        for key, (t, deleted, group, values) in self.rows.items():
-            for j, v in enumerate(key):
-                cols[j].append(v)
-            cols[nk].append(t)
-            cols[nk + 1].append(deleted)
-            for j in range(ng):
-                cols[nk + 2 + j].append(None if deleted else group[j])
-            for j in range(nv):
-                cols[nk + 2 + ng + j].append(None if deleted else values[j])
-        return pa.Table.from_arrays([pa.array(c, f.type) for c, f in zip(cols, schema,
-                                                                          strict=True)],
-                                    schema=schema)
-
-
-class _Deltas:
-    """Stage 1's output rows, column by column (``plan.delta_schema``)."""
-
-    def __init__(self, plan: TableAggregatePlan) -> None:
-        self.plan = plan
-        self.cols: list[list[Any]] = [[] for _ in plan.delta_schema]
-
-    def add(self, t: int, et: Any, seq: int, old: bool, new: bool, key: tuple[Any, ...],
-            group: tuple[Any, ...], old_values: tuple[Any, ...] | None,
-            new_values: tuple[Any, ...] | None) -> None:
-        nv = len(self.plan.value_index)
-        row = [t, et, seq, old, new, *key, *group,
-               *(old_values if old_values is not None else (None,) * nv),
-               *(new_values if new_values is not None else (None,) * nv)]
-        if self.plan.dlq:
-            row.append(None)
-        for c, v in zip(self.cols, row, strict=True):
-            c.append(v)
-
-    def table(self, letters: list[str]) -> pa.Table:
-        schema = self.plan.delta_schema
-        if letters:
-            width = len(schema)
-            for j in range(width - 1):
-                self.cols[j] += [None] * len(letters)
-            self.cols[-1] += letters
-        return pa.Table.from_arrays([pa.array(c, f.type) for c, f in zip(self.cols, schema,
-                                                                          strict=True)],
-                                    schema=schema)
-
-
-def _apply_updates(plan: TableAggregatePlan, rows: _KeyRows, due: pa.Table, wm_us: int | None,
-                   deltas: _Deltas, counters: dict[str, int], letters: list[str]) -> None:
-    """Apply the due updates one at a time, per key in (event time, arrival) order."""
-    key_cols = _columns(due, [plan.column(i) for i in plan.key_index])
-    group_cols = _columns(due, [plan.column(i) for i in plan.group_index])
-    value_cols = _columns(due, [plan.column(i) for i in plan.value_index])
-    t = due.column(TIME_COLUMN).to_pylist()
-    et = due.column(plan.column(plan.time_index)).to_pylist()
-    seq = due.column(SEQ_COLUMN).to_pylist()
-    tomb = due.column(TOMB_COLUMN).to_pylist()
-    keys = [_row_tuple(key_cols, i) for i in range(due.num_rows)]
-    order = sorted(range(due.num_rows), key=lambda i: (t[i], seq[i]))
-    late: list[int] = []
-    for i in order:
-        key = keys[i]
-        stored = rows.rows.get(key)
-        if stored is not None and t[i] < stored[0]:
-            late.append(i)
-            continue
-        add_count(counters, "applied", 1)
-        had = stored is not None and not stored[1]
-        group = _row_tuple(group_cols, i)
-        values = tuple(c[i] for c in value_cols)
-        deleted = bool(tomb[i])
-        if had and not deleted and stored is not None and stored[2] == group:
-            deltas.add(t[i], et[i], seq[i], True, True, key, group, stored[3], values)
-        else:
-            if had and stored is not None:
-                deltas.add(t[i], et[i], seq[i], True, False, key, stored[2], stored[3], None)
-            if not deleted:
-                deltas.add(t[i], et[i], seq[i], False, True, key, group, None, values)
-        rows.rows[key] = [t[i], deleted, group, values]
-    if late:
-        _reject(plan, due.take(pa.array(sorted(late))), "late", wm_us, counters, letters)
+    Vectorised as the table-table join's step: the due updates are sorted by (key, event
+    time, arrival); each one's previous row is the one before it in its key's run, or the
+    stored row at the run's start; the deltas are gathers of the stored and due rows.
+    """
+    nk = len(plan.key_index)
+    key_names = [f.name for f in plan.key_fields]
+    gv_names = [f.name for f in plan.keys_schema][nk + 2:]
+    due_keys = [due.column(plan.column(i)) for i in plan.key_index]
+    m = stored.num_rows
+    codes = key_codes([pa.chunked_array(stored.column(k).chunks + d.chunks, type=d.type)
+                       for k, d in zip(key_names, due_keys, strict=True)],
+                      m + due.num_rows, null_is_value=True)
+    stored_codes, due_codes = codes[:m], codes[m:]
+    lookup = np.full(int(codes.max(initial=0)) + 1, -1, dtype=np.int64)
+    lookup[stored_codes] = np.arange(m, dtype=np.int64)
+    srow = lookup[due_codes]
+    t = i64(due.column(TIME_COLUMN))
+    # SEMANTICS §10 (§9): late iff older than its key's applied update. Within the call a
+    # key's updates apply in event-time order, so only the stored one can be newer.
+    late = np.zeros(len(t), dtype=bool)
+    if m:
+        stored_t = i64(stored.column(TIME_COLUMN))
+        late = (srow >= 0) & (t < stored_t[np.maximum(srow, 0)])
+    if late.any():
+        _reject(plan, due.filter(pa.array(late)), "late", wm_us, counters, letters)
+        keep = ~late
+        due, t, srow, due_codes = due.filter(pa.array(keep)), t[keep], srow[keep], due_codes[keep]
+        if not due.num_rows:
+            return stored, plan.delta_schema.empty_table()
+    order = np.lexsort((i64(due.column(SEQ_COLUMN)), t, due_codes))
+    due, t, srow, due_codes = due.take(pa.array(order)), t[order], srow[order], due_codes[order]
+    n = due.num_rows
+    add_count(counters, "applied", n)
+    first = np.ones(n, dtype=bool)
+    first[1:] = due_codes[1:] != due_codes[:-1]
+    last = np.ones(n, dtype=bool)
+    last[:-1] = first[1:]
+    # Stored rows, then due rows: groups and values, tombstone flags, group codes.
+    due_gv = pa.table([due.column(plan.column(i))
+                       for i in (*plan.group_index, *plan.value_index)], names=gv_names)
+    src = pa.concat_tables([stored.select(gv_names), due_gv]) if m else due_gv
+    deleted = np.concatenate([
+        np.asarray(stored.column(TOMBSTONE_FLAG_COLUMN).to_numpy(zero_copy_only=False),
+                   dtype=bool) if m else np.zeros(0, bool),
+        np.asarray(due.column(TOMB_COLUMN).to_numpy(zero_copy_only=False), dtype=bool)])
+    ng = len(plan.group_index)
+    gcodes = key_codes([src.column(c) for c in gv_names[:ng]], src.num_rows,
+                       null_is_value=True)
+    here = m + np.arange(n, dtype=np.int64)
+    prev = np.where(first, srow, here - 1)  # -1: the key had no row
+    had = (prev >= 0) & ~deleted[np.maximum(prev, 0)]
+    new = ~deleted[here]
+    same = had & new & (gcodes[np.maximum(prev, 0)] == gcodes[here])
+    a = np.flatnonzero(same)
+    b = np.flatnonzero(had & ~same)
+    c = np.flatnonzero(new & ~same)
+    pos = np.concatenate([a, b, c])
+    ho = np.concatenate([np.ones(len(a) + len(b), bool), np.zeros(len(c), bool)])
+    hn = np.concatenate([np.ones(len(a), bool), np.zeros(len(b), bool), np.ones(len(c), bool)])
+    gidx = np.concatenate([here[a], prev[b], here[c]])
+    taken = due.take(pa.array(pos))
+    groups = src.select(gv_names[:ng]).take(pa.array(gidx))
+    values = src.select(gv_names[ng:])
+    old = take_or_null(values, np.where(ho, prev[pos], 0), ho)
+    newv = take_or_null(values, here[pos], hn)
+    cols: list[Any] = [taken.column(TIME_COLUMN), taken.column(plan.column(plan.time_index)),
+                       taken.column(SEQ_COLUMN), pa.array(ho), pa.array(hn),
+                       *(taken.column(plan.column(i)) for i in plan.key_index),
+                       *groups.columns, *old.columns, *newv.columns]
+    if plan.dlq:
+        cols.append(pa.nulls(len(pos), pa.string()))
+    deltas = pa.Table.from_arrays(cols, schema=plan.delta_schema)
+    # The keys after the call: untouched stored keys, then each touched key's last update.
+    ends = np.flatnonzero(last)
+    ended = due.take(pa.array(ends))
+    touched = pa.Table.from_arrays(
+        [*(ended.column(plan.column(i)) for i in plan.key_index), ended.column(TIME_COLUMN),
+         ended.column(TOMB_COLUMN),
+         *due_gv.take(pa.array(ends)).columns], schema=plan.keys_schema)
+    if not m:
+        return touched, deltas
+    kept = np.ones(m, dtype=bool)
+    kept[srow[first & (srow >= 0)]] = False
+    untouched = stored.filter(pa.array(kept)) if not kept.all() else stored
+    return pa.concat_tables([untouched, touched]).combine_chunks(), deltas
 
 
 # --- stage 2: by group -------------------------------------------------------------------
