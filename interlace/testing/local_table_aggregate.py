@@ -10,6 +10,7 @@ groups share one must not change any result.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -59,7 +60,8 @@ def _hash(values: tuple[Any, ...], n: int) -> int:
 
 
 def run_table_aggregate_locally(
-    spec: TableAggregate, log: Sequence[Sequence[Mapping[str, Any]]], schema: pa.Schema
+    spec: TableAggregate, log: Sequence[Sequence[Mapping[str, Any]]], schema: pa.Schema,
+    *, vectorised: bool = True,
 ) -> LocalAggregateRun:
     """Run ``spec`` over ``log`` (micro-batches of the table's updates) as Spark would.
 
@@ -67,8 +69,11 @@ def run_table_aggregate_locally(
         spec: The aggregation.
         log: The micro-batches, each a sequence of row dicts (naive UTC datetimes).
         schema: The input table's Arrow schema.
+        vectorised: ``False``: stage 2 runs row by row even where its vectorised path for
+            counts and integer sums applies (the tests compare the two).
     """
-    plan = TableAggregatePlan.from_schema(spec, schema)
+    plan = dataclasses.replace(TableAggregatePlan.from_schema(spec, schema),
+                               vectorised=vectorised)
     et = spec.event_time_column
     assert et is not None
     values = (list(spec.value_columns) if spec.value_columns is not None else

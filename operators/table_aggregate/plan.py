@@ -104,6 +104,9 @@ class TableAggregatePlan:
     time_index: int
     sum_kinds: tuple[tuple[str, int], ...]
     fp: str
+    #: Stage 2 takes the vectorised path for counts and integer sums where it applies
+    #: (``counts.py``); ``False`` forces the row-by-row path (tests compare the two).
+    vectorised: bool = True
 
     @classmethod
     def from_schema(cls, spec: TableAggregate, schema: pa.Schema) -> TableAggregatePlan:

@@ -35,6 +35,7 @@ from interlace.operators.common.changelog import add_count, split_pending, take_
 from interlace.operators.common.keys import key_codes
 from interlace.operators.common.deadletters import dead_letter
 from interlace.operators.errors import StateCapError
+from interlace.operators.table_aggregate.counts import counts_only, counts_step
 from interlace.operators.table_aggregate.plan import (
     AGG_INDEX,
     EVENT_TIME_IN,
@@ -390,6 +391,10 @@ def group_step(plan: TableAggregatePlan, state: GroupsState, deltas: pa.Table) -
         if is_letter.any():
             letters = letter.filter(pa.array(is_letter)).to_pylist()
             deltas = deltas.filter(pa.array(~is_letter))
+    if plan.vectorised and counts_only(plan):
+        fast = counts_step(plan, state, deltas, letters)
+        if fast is not None:
+            return GroupStepResult(*fast)
     groups = _load_groups(plan, state)
     nk, ng, nv = len(plan.key_index), len(plan.group_index), len(plan.value_index)
     schema = plan.output_schema
