@@ -350,8 +350,9 @@ class _StageQuery:
         folder = self.pipeline.checkpoint_folder(self.base) / "aggregate"
         trigger = ({"processingTime": "1 second"} if self.continuous
                    else {"availableNow": True})
-        self.inner, out = start_table_aggregate(df, spec, checkpoint_location=folder,
-                                                trigger=trigger, counters=self.acc)
+        self.inner, out = start_table_aggregate(
+            df, spec, checkpoint_location=folder, trigger=trigger, counters=self.acc,
+            after_write=lambda: crash_point("channel-written"))
         return out
 
     def check_inner(self) -> None:

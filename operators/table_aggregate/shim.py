@@ -361,10 +361,13 @@ def start_table_aggregate(
     checkpoint_location: str | os.PathLike[str] | None = None,
     trigger: dict[str, Any] | None = None,
     counters: Any | None = None,
+    after_write: Any | None = None,
 ) -> tuple[Any, Any]:
     """:func:`table_aggregate`, also returning the first query: ``(query, changelog)``.
 
-    ``interlace run`` uses it, to stop and watch the first query with the second.
+    ``interlace run`` uses it, to stop and watch the first query with the second;
+    ``after_write()`` runs after each micro-batch of the first query reached the channel
+    (``interlace run``'s crash point ``channel-written``).
     """
     from interlace.chain import ChannelWriter, read_channel
 
@@ -386,7 +389,12 @@ def start_table_aggregate(
     writer = ChannelWriter([channel], checkpoint, spec.horizon_ms,
                            arrow_schema_for(deltas.schema, timestamp_unit="us",
                                             timestamp_tz="UTC"))
-    stream = (deltas.writeStream.foreachBatch(lambda b, i: writer.write(b.toPandas(), i))
+    def sink(batch: Any, batch_id: int) -> None:
+        writer.write(batch.toPandas(), batch_id)
+        if after_write is not None:
+            after_write()
+
+    stream = (deltas.writeStream.foreachBatch(sink)
               .option("checkpointLocation", str(checkpoint)))
     if trigger:
         stream = stream.trigger(**trigger)

@@ -13,13 +13,15 @@ window; for the table joins the same inputs are checked against their oracles in
 
 Pipelines: the join (``how = "full"``, late rows to a dead-letter table), the session window
 (``late_data = "reopen"``: revisions and a retraction), the stream-table, table-table and
-foreign-key joins, and a chain (``examples/paid_sessions.toml``: a join, then session windows
-over its output through a channel, SEMANTICS §11); on the HDFS-backed and the RocksDB state
-store.
+foreign-key joins, a chain (``examples/paid_sessions.toml``: a join, then session windows
+over its output through a channel, SEMANTICS §11) and a table aggregation
+(``examples/accounts_per_region.toml``: two queries and a channel, SEMANTICS §10); on the
+HDFS-backed and the RocksDB state store.
 
-CI runs six kills (each crash point once, each must fire) on the join (HDFS), the window
-(RocksDB with changelog checkpointing), the foreign-key join (RocksDB) and the chain
-(RocksDB: after its channel write, between its stages).
+CI runs seven kills (each crash point once, each must fire) on the join (HDFS), the window
+(RocksDB with changelog checkpointing), the foreign-key join (RocksDB), the chain
+(RocksDB: after its channel write, between its stages) and the table aggregation (HDFS:
+inside its first query, after a channel write).
 ``INTERLACE_CRASH_MATRIX=full`` runs the full matrix: every pipeline on both stores, ten
 seeded kills each (twenty per pipeline), over fresh trials until each kill has found a run to
 interrupt; ``INTERLACE_CRASH_REPORT=<file>`` appends each case's trials to that file
@@ -179,6 +181,30 @@ def _chain_batches() -> dict:
     return {"orders": orders, "payments": payments}
 
 
+def setup_aggregate(folder: Path, spark) -> str:
+    """examples/accounts_per_region.toml (a table aggregation: two queries and a channel)."""
+    runpy.run_path(str(EXAMPLES / "accounts_per_region_data.py"))["write"](folder)
+    text = (EXAMPLES / "accounts_per_region.toml").read_text()
+    (folder / "agg.toml").write_text(
+        text.replace('kind = "duckdb"', 'kind = "duckdb"\npath = "out/agg.duckdb"') + "\n[spark]\n")
+    return "agg.toml"
+
+
+def check_aggregate(tables: dict[str, list[dict]]) -> None:
+    from interlace.pipeline import Pipeline
+    from interlace.testing.oracles.table_aggregate import oracle_table_aggregate
+
+    data = runpy.run_path(str(EXAMPLES / "accounts_per_region_data.py"))
+    spec = Pipeline.load(EXAMPLES / "accounts_per_region.toml").aggregate
+    want = oracle_table_aggregate(spec, data["BATCHES"],
+                                  columns=[c.split()[0] for c in data["DDL"].split(", ")])
+    final = {g[0]: (r["accounts"], r["total"], r["largest"], r["version"])
+             for g, r in want.final(["region"]).items()}
+    got = {r["region"]: (r["accounts"], r["total"], r["largest"], r["version"])
+           for r in tables["accounts_per_region"]}
+    assert got == final and len(got) == 3
+
+
 def no_check(tables: dict[str, list[dict]]) -> None:
     """The table joins' inputs are checked against their oracles in other modules."""
     assert any(tables.values())
@@ -192,6 +218,8 @@ PIPELINES = {
     "table": (setup_tables("customers_accounts.toml"), no_check, NO_DLQ, "hdfs"),
     "foreign_key": (setup_tables("orders_products.toml"), no_check, NO_DLQ, "rocksdb"),
     "chain": (setup_chain, check_chain, (*NO_DLQ, *CHAIN_POINTS), "rocksdb"),
+    # The first query's micro-batch in its channel: "channel-written" (as a chain's).
+    "aggregate": (setup_aggregate, check_aggregate, (*NO_DLQ, "channel-written"), "hdfs"),
 }
 # CI: three pipelines on the three stores, each crash point once (every kill costs a JVM start,
 # ~20 s; the timed kills and the stream-table and table-table pipelines run in the full matrix).
@@ -202,6 +230,8 @@ CI_KILLS = {
     # Right after the join's output reached the channel, and between the two stages (the
     # target's transaction is killed in the window's case above).
     "chain": [Kill(point="channel-written", nth=3), Kill(point="stage-started", nth=2)],
+    # Inside the table aggregation's first query, after its third micro-batch's channel file.
+    "aggregate": [Kill(point="channel-written", nth=3)],
 }
 STORES = {"hdfs": (None, ".delta"), "rocksdb": ("", ".zip"),
           "rocksdb-changelog": ("\nchangelog_checkpointing = true", ".changelog")}
@@ -212,7 +242,9 @@ STORES = {"hdfs": (None, ".delta"), "rocksdb": ("", ".zip"),
 KILL_SECONDS = {"window": 3.0, "table": 4.5, "foreign_key": 4.5,
                 # The chain's two stages run one after the other, its second one from about
                 # 8 s after the first progress line: later kills reach it.
-                "chain": 15.0}
+                "chain": 15.0,
+                # Its first query runs alone first; the second starts some 6 s later.
+                "aggregate": 10.0}
 CASES = [(name, store) for name, (*_, ci_store) in PIPELINES.items()
          for store in (("hdfs", "rocksdb") if FULL else (ci_store,)) if FULL or name in CI_KILLS]
 
