@@ -56,7 +56,13 @@ def _us(v: _dt.datetime) -> int:
 
 
 def _hash(values: tuple[Any, ...], n: int) -> int:
-    return hash(tuple(repr(v) for v in values)) % n
+    """A key group of ``values``: as Spark's (``group_key_sql``), -0.0 is 0.0, NaN is NULL."""
+    def norm(v: Any) -> Any:
+        if isinstance(v, float):
+            return None if v != v else v + 0.0
+        return v
+
+    return hash(tuple(repr(norm(v)) for v in values)) % n
 
 
 def run_table_aggregate_locally(
@@ -86,7 +92,8 @@ def run_table_aggregate_locally(
         return all(r[c] is None for c in values)
 
     def frame_of(rows: Sequence[Mapping[str, Any]]) -> Any:
-        cols = {TIME_COLUMN: [_us(r[et]) for r in rows], TOMB_COLUMN: [tombstone(r) for r in rows]}
+        cols = {TIME_COLUMN: [None if r[et] is None else _us(r[et]) for r in rows],
+                TOMB_COLUMN: [tombstone(r) for r in rows]}
         for i, name in enumerate(plan.names):
             cols[plan.column(i)] = [r[name] for r in rows]
         return table_to_pandas(pa.Table.from_pydict(cols, schema=plan.input_schema))

@@ -40,6 +40,7 @@ __all__ = [
     "SIDE_COLUMN",
     "checked_inputs",
     "checked_side",
+    "group_key_sql",
     "prepared_columns",
     "shared_clock",
     "two_sided_input",
@@ -387,3 +388,21 @@ def two_sided_input(
             frame = frame.withColumn(HOME_COLUMN, home)
         frames.append(frame)
     return frames[0].unionByName(frames[1])
+
+
+def group_key_sql(column: str, data_type: Any) -> str:
+    """The SQL a grouping column's key group is hashed from (a window's or a table
+    aggregation's ``group_by``, a table aggregation's keys).
+
+    The steps put NaN and NULL in one group and ``-0.0`` with ``0.0`` (SQL ``GROUP BY``; NaN
+    reaches pandas as NULL anyway), so a float column is hashed with NaN as NULL and ``+ 0.0``:
+    otherwise ``xxhash64`` can send the members of one group to two key groups, which would
+    emit the group twice (docs/reliability.md, "Hostile input").
+    """
+    from pyspark.sql import types as T
+
+    if isinstance(data_type, T.FloatType | T.DoubleType):
+        typ = data_type.simpleString()
+        return (f"IF(isnan(`{column}`), CAST(NULL AS {typ}), "
+                f"`{column}` + CAST(0 AS {typ}))")
+    return f"`{column}`"

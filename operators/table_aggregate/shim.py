@@ -36,6 +36,7 @@ from interlace.operators.common.names import (
     TICK_COLUMN,
 )
 from interlace.operators.common.prepare import (
+    group_key_sql,
     prepared_columns,
     watermarked,
     with_event_time,
@@ -204,7 +205,9 @@ class TableAggregateOperator:
             deltas = deltas.filter(~tick).drop(TICK_COLUMN)
         groups = [f.name for f in self.plan.group_fields]
         if groups:
-            kg = F.expr(key_group_sql([f"`{g}`" for g in groups], self.spec.key_groups))
+            types = {f.name: f.dataType for f in deltas.schema.fields}
+            kg = F.expr(key_group_sql([group_key_sql(g, types[g]) for g in groups],
+                                      self.spec.key_groups))
         else:
             kg = F.lit(0)
         prepared = deltas.withColumn(KEY_GROUP_COLUMN, kg.cast("int"))
@@ -259,7 +262,7 @@ def prepare_table_aggregate(
             tomb = tomb & F.col(f"`{v}`").isNull()
     with_tomb = clocked.withColumn(TOMB_COLUMN, tomb)
     base = watermarked(with_tomb, et, [*plan.names, TOMB_COLUMN], spec.watermark_delay_ms)
-    key_sql = [f"`{k}`" for k in spec.keys]
+    key_sql = [group_key_sql(k, df.schema[k].dataType) for k in spec.keys]
     prepared = base.select(
         *prepared_columns(base, key_sql, spec.key_groups),
         F.col(TOMB_COLUMN),

@@ -21,6 +21,7 @@ from interlace.operators.common.compat import override
 from interlace.operators.common.connect import check_counters
 from interlace.operators.common.names import DEAD_LETTER_COLUMN, TIME_US_COLUMN
 from interlace.operators.common.prepare import (
+    group_key_sql,
     prepared_columns,
     watermarked,
     with_event_time,
@@ -120,7 +121,7 @@ def prepare_window(df: Any, spec: Window, *, counters: Any | None = None) -> Win
     )
     base = watermarked(clocked, et, needed, spec.watermark_delay_ms)
     prepared = base.select(
-        *prepared_columns(base, [_group_sql(g, df.schema[g].dataType) for g in spec.group_by],
+        *prepared_columns(base, [group_key_sql(g, df.schema[g].dataType) for g in spec.group_by],
                           spec.key_groups),
         *[F.col(f"`{c}`") for c in needed],
     )
@@ -153,23 +154,6 @@ def prepare_window(df: Any, spec: Window, *, counters: Any | None = None) -> Win
     if spec.late_data == "dlq":
         fields.append(T.StructField(DEAD_LETTER_COLUMN, T.StringType(), True))
     return WindowOperator.bind(spec, plan, prepared, WindowFunction(plan, counters), fields)
-
-
-def _group_sql(column: str, data_type: Any) -> str:
-    """The SQL a ``group_by`` column's key group is hashed from.
-
-    The step puts NaN and NULL in one group and ``-0.0`` with ``0.0`` (SQL ``GROUP BY``; NaN
-    reaches pandas as NULL anyway), so a float column is hashed with NaN as NULL and ``+ 0.0``:
-    otherwise ``xxhash64`` can send the members of one group to two key groups, which would
-    emit the group twice (docs/reliability.md, "Hostile input").
-    """
-    from pyspark.sql import types as T
-
-    if isinstance(data_type, T.FloatType | T.DoubleType):
-        typ = data_type.simpleString()
-        return (f"IF(isnan(`{column}`), CAST(NULL AS {typ}), "
-                f"`{column}` + CAST(0 AS {typ}))")
-    return f"`{column}`"
 
 
 def window_aggregate(df: Any, spec: Window, *, counters: Any | None = None) -> Any:
