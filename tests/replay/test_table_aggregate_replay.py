@@ -143,3 +143,64 @@ def test_input_errors_before_any_query(spark, tmp_path):
                           event_time_column="ts")
     with pytest.raises(ConfigError, match="checkpoint_location"):
         table_aggregate(src, spec)
+
+
+def _random_log(seed: int) -> list[list[dict]]:
+    """Random updates of 12 keys over 4 groups and NULL: moves, deletes, NULL fees;
+    key 'big' holds 2**63 - 11 in its own group, where other keys add up to 2**63 - 1."""
+    import random
+
+    rng = random.Random(seed)
+    log, minute = [], 0.0
+    for _ in range(6):
+        rows = []
+        for _ in range(rng.randint(1, 6)):
+            minute += rng.choice([0, 0.5, 1, 2])
+            key = f"k{rng.randint(0, 11)}"
+            if rng.random() < 0.2:  # a delete (its balance not NULL: see below)
+                rows.append(row(key, None, 0, minute, deleted=True, fee=None))
+            else:
+                # No NULL balance: PySpark hands a BIGINT column holding NULL to pandas as
+                # float64, where 2**63 - 11 cannot be held (docs/table-aggregate.md, Limits).
+                rows.append(row(key, rng.choice(["eu", "us", "apac", "sa", None]),
+                                rng.choice([1, 2, 10]), minute,
+                                fee=rng.choice(["0.01", "99999999.99", "1.50", None])))
+        log.append(rows)
+    log[0].append(row("big", "max", 2**63 - 11, 0.1))
+    log[-1].append(row("big2", "max", 10, minute))
+    log.append([row("zz", "eu", 0, minute + 120, deleted=True)])  # moves the watermark
+    return log
+
+
+@pytest.mark.parametrize("seed", [1])
+def test_the_changelog_by_group_is_the_group_by_of_the_final_snapshot(spark, tmp_path, seed):
+    """Applied by group (highest version), the changelog equals a batch GROUP BY of the
+    table's last rows: NULL groups, emptied groups, an int64 sum at its boundary, decimals."""
+    log = _random_log(seed)
+    spec = TableAggregate(keys=["account_id"], group_by=["region"], aggregations=AGGS,
+                          event_time_column="ts", lateness_ms=0, emit="eager",
+                          tombstone_column="deleted", key_groups=2)
+    got = run(spark, tmp_path, spec, log, True)
+    target: dict = {}
+    for r in got:
+        g = r["region"]
+        if g not in target or r["version"] > target[g]["version"]:
+            target[g] = r
+    final = {g: (r["accounts"], r["total"], r["largest"], r["fees"])
+             for g, r in target.items() if r["op"] == "upsert"}
+    latest: dict = {}
+    for r in sorted((r for b in log[:-1] for r in b), key=lambda r: r["ts"]):
+        latest[r["account_id"]] = r
+    groups: dict = {}
+    for r in latest.values():
+        if not r["deleted"]:
+            groups.setdefault(r["region"], []).append(r)
+
+    def agg(rows: list[dict]) -> tuple:
+        balances = [r["balance"] for r in rows if r["balance"] is not None]
+        fees = [r["fee"] for r in rows if r["fee"] is not None]
+        return (len(rows), sum(balances) if balances else None,
+                max(balances) if balances else None, sum(fees) if fees else None)
+
+    assert final == {g: agg(rows) for g, rows in groups.items()}
+    assert final["max"][1] == 2**63 - 1  # the int64 boundary, exact
