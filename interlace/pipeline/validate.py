@@ -99,8 +99,7 @@ def resolve_source(sources: Sequence[Source], name: str, table: TablePath, key: 
 
 def window_source_of(sources: Sequence[Source], name: str | None,
                      table: TablePath = WINDOW_TABLE) -> Source:
-    """Return the window's (or the aggregation's) source: the one called ``name``, else the
-    only one."""
+    """Return the window's (or the table aggregation's) source: ``name``, else the only one."""
     if name is not None:
         return resolve_source(sources, name, table, "source")
     if len(sources) != 1:

@@ -391,9 +391,9 @@ def two_sided_input(
 
 
 def group_key_sql(column: str, data_type: Any) -> str:
-    """The SQL a grouping column's key group is hashed from (a window's or a table
-    aggregation's ``group_by``, a table aggregation's keys).
+    """The SQL a grouping column's key group is hashed from.
 
+    A window's or a table aggregation's ``group_by`` column, a table aggregation's key.
     The steps put NaN and NULL in one group and ``-0.0`` with ``0.0`` (SQL ``GROUP BY``; NaN
     reaches pandas as NULL anyway), so a float column is hashed with NaN as NULL and ``+ 0.0``:
     otherwise ``xxhash64`` can send the members of one group to two key groups, which would

@@ -58,7 +58,8 @@ def _segmented_cumsum(values: np.ndarray, start: np.ndarray) -> np.ndarray:
         return values.copy()
     cs = np.cumsum(values)
     first = np.maximum.accumulate(np.where(start, np.arange(len(values)), 0))
-    return cs - (cs - values)[first]
+    out: np.ndarray = cs - (cs - values)[first]
+    return out
 
 
 def _ints(col: pa.ChunkedArray, part: int | None) -> np.ndarray:
@@ -114,7 +115,7 @@ def counts_step(plan: TableAggregatePlan, state: GroupsState, deltas: pa.Table,
             acc_total[i] = _ints(text, 1) if m else np.zeros(0, np.int64)
     # Declines where a sum could reach 2**52 in this call.
     for i, total in acc_total.items():
-        j = columns.index(aggs[i].column)
+        j = columns.index(str(aggs[i].column))
         o, _, w, _ = vals[j]
         # In float64: an int64 sum of these could itself wrap around.
         bound = (np.abs(total.astype(np.float64)).max(initial=0.0)
@@ -160,7 +161,7 @@ def counts_step(plan: TableAggregatePlan, state: GroupsState, deltas: pa.Table,
         if a.column is None:
             results.append(rows_after)
             continue
-        o, ov, w, wv = (x[run] for x in vals[columns.index(a.column)])
+        o, ov, w, wv = (x[run] for x in vals[columns.index(str(a.column))])
         nn = pad(acc_n[i])[g] + _segmented_cumsum(wv.astype(np.int64) - ov.astype(np.int64),
                                                   start)
         if a.agg == "count":
@@ -222,12 +223,12 @@ def counts_step(plan: TableAggregatePlan, state: GroupsState, deltas: pa.Table,
         if a.column is None:
             text_cols.append(pa.array([""] * total_groups, pa.string()))
             continue
-        nn, total = new_acc[i]
+        nn, running = new_acc[i]
         nn_all = settle(acc_n[i], nn)
-        if total is None:
+        if running is None:
             text_cols.append(pc.cast(pa.array(nn_all), pa.string()))
             continue
-        tot_all = settle(acc_total[i], total)
+        tot_all = settle(acc_total[i], running)
         text_cols.append(pc.binary_join_element_wise(
             pc.cast(pa.array(nn_all), pa.string()), pc.cast(pa.array(tot_all), pa.string()),
             "0", "0", "0", ":"))

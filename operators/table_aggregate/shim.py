@@ -31,7 +31,6 @@ from interlace.operators.common.connect import check_counters
 from interlace.operators.common.counters import add_counts
 from interlace.operators.common.names import (
     CLOCK_COLUMN,
-    DEAD_LETTER_COLUMN,
     KEY_GROUP_COLUMN,
     TICK_COLUMN,
 )
@@ -177,10 +176,10 @@ class TableAggregateOperator:
             if f.name in self.input_fields and f.name in self.spec.group_by:
                 typ = self.input_fields[f.name]
             elif f.name == "event_time":
-                typ = self.input_fields[self.spec.event_time_column]
+                typ = self.input_fields[str(self.spec.event_time_column)]
             elif f.name in {a.as_ for a in self.spec.aggregations}:
                 agg = next(a for a in self.spec.aggregations if a.as_ == f.name)
-                typ = (self.input_fields[agg.column] if agg.agg in ("min", "max")
+                typ = (self.input_fields[str(agg.column)] if agg.agg in ("min", "max")
                        else _spark_type(f.type))
             else:
                 typ = _spark_type(f.type)

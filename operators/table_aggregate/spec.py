@@ -146,7 +146,7 @@ class TableAggregate:
             )
             raise ConfigError(msg)
         check_literal("emit", self.emit, Emit)
-        if self.late_data == "reopen":
+        if self.late_data == "reopen":  # type: ignore[comparison-overlap]  # a user's value
             msg = (
                 "`late_data`='reopen' is not supported by the table aggregation (SEMANTICS "
                 "§10: an update older than its key's applied one is never re-applied); use "

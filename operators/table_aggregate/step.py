@@ -32,8 +32,8 @@ import numpy as np
 import pyarrow as pa
 from interlace.operators.common.arrow import i64
 from interlace.operators.common.changelog import add_count, split_pending, take_or_null
-from interlace.operators.common.keys import key_codes
 from interlace.operators.common.deadletters import dead_letter
+from interlace.operators.common.keys import key_codes
 from interlace.operators.errors import StateCapError
 from interlace.operators.table_aggregate.counts import counts_only, counts_step
 from interlace.operators.table_aggregate.plan import (
@@ -43,8 +43,6 @@ from interlace.operators.table_aggregate.plan import (
     HAS_NEW,
     HAS_OLD,
     LETTER_COLUMN,
-    NEXT_VERSION,
-    PRESENT_ROWS,
     TOMB_COLUMN,
     VALUE_COUNT,
     TableAggregatePlan,
