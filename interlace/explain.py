@@ -179,6 +179,25 @@ def _schema(events: Sequence[dict], needed: Sequence[str]) -> tuple[Any, Callabl
     return schema, row
 
 
+def cell_writer(events: Sequence[dict[str, Any]]) -> Callable[[Any], str]:
+    """Return how a table cell shows a value.
+
+    Times as seconds after ``BASE`` when every event's ``ts`` is a number (else ISO),
+    ``null``, lower-case booleans, floats to 6 places.
+    """
+    numeric = all(isinstance(e["_label"], int | float) for e in events)
+
+    def cell(v: Any) -> str:
+        if isinstance(v, _dt.datetime):
+            s = (_naive(v) - BASE).total_seconds()
+            return (str(int(s)) if s.is_integer() else str(s)) if numeric else _naive(v).isoformat()
+        if isinstance(v, bool) or v is None:
+            return "null" if v is None else str(v).lower()
+        return str(round(v, 6)) if isinstance(v, float) else str(v)
+
+    return cell
+
+
 def _render(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     """Lay out a table: header, a rule, then the rows, columns padded to their widths."""
     widths = [max(len(header[i]), *(len(r[i]) for r in rows)) for i in range(len(header))]
@@ -580,15 +599,7 @@ def explain_window(
         **window_kwargs,
     )
     run = run_window_locally(spec, [WindowBatch(rows=(row(e),)) for e in events], schema)
-    numeric = all(isinstance(e["_label"], int | float) for e in events)
-
-    def cell(v: Any) -> str:
-        if isinstance(v, _dt.datetime):
-            s = (_naive(v) - BASE).total_seconds()
-            return (str(int(s)) if s.is_integer() else str(s)) if numeric else _naive(v).isoformat()
-        if isinstance(v, bool) or v is None:
-            return "null" if v is None else str(v).lower()
-        return str(round(v, 6)) if isinstance(v, float) else str(v)
+    cell = cell_writer(events)
 
     reopen = spec.late_data == "reopen"
     out_cols = [*group_by, *(a.as_ for a in aggs)] + (["revision", "retracted"] if reopen else [])

@@ -17,13 +17,12 @@ from typing import Any
 
 from interlace.explain import (
     _EPOCH,
-    BASE,
     _by_batch,
-    _naive,
     _render,
     _schema,
     _split,
     _ts_cell,
+    cell_writer,
     parse_aggregation,
 )
 
@@ -68,15 +67,7 @@ def explain_aggregate(
     spec = TableAggregate(keys=[key], group_by=group_by, aggregations=aggs,
                           event_time_column="ts", key_groups=1, **spec_kwargs)
     run = run_table_aggregate_locally(spec, [[row(e)] for e in events], schema)
-    numeric = all(isinstance(e["_label"], int | float) for e in events)
-
-    def cell(v: Any) -> str:
-        if isinstance(v, _dt.datetime):
-            s = (_naive(v) - BASE).total_seconds()
-            return (str(int(s)) if s.is_integer() else str(s)) if numeric else _naive(v).isoformat()
-        if isinstance(v, bool) or v is None:
-            return "null" if v is None else str(v).lower()
-        return str(round(v, 6)) if isinstance(v, float) else str(v)
+    cell = cell_writer(events)
 
     out_cols = [*group_by, *(a.as_ for a in aggs), "op", "version"]
 

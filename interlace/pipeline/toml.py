@@ -599,40 +599,20 @@ class _Reader:
                 src = window_source_of(sources, ref)
             except ConfigError as exc:
                 raise self.located(exc) from exc
-        raw_aggs = data.pop("aggregations", None)
-        if raw_aggs is None:
-            raise self.fail(
-                wt,
-                None,
-                "missing [[transform.window.aggregations]]: a "
-                "window needs at least one aggregation",
-            )
-        if not isinstance(raw_aggs, list) or not all(isinstance(a, dict) for a in raw_aggs):
-            raise self.fail(
-                wt,
-                "aggregations",
-                "`aggregations` must be an array of "
-                "tables: one "
-                "[[transform.window.aggregations]] each",
-            )
-        aggs = []
-        for i, a in enumerate(raw_aggs):
-            table: TablePath = (*wt, "aggregations", i)
-            self.check_keys(a, table, _AGG_KEYS)
-            self.require(a, table, ["agg", "as"])
-            kw = {("as_" if k == "as" else k): v for k, v in a.items()}
-            aggs.append(self.build(Aggregation, table, kw))
+        aggs = self.aggregations(wt, data.pop("aggregations", None), "transform.window",
+                                 "window")
         for key, value in window_defaults(name, src).items():
             data.setdefault(key, value)
         self.require(data, wt, ["kind"])
         out["window"] = self.build(Window, wt, {**data, "aggregations": aggs})
         return out
 
-    def aggregations(self, table: TablePath, raw_aggs: object, what: str) -> list[Aggregation]:
-        """Read an operator's ``[[...aggregations]]`` array of tables."""
+    def aggregations(self, table: TablePath, raw_aggs: object, what: str,
+                     operator: str) -> list[Aggregation]:
+        """Read an operator's ``[[WHAT.aggregations]]`` array of tables."""
         if raw_aggs is None:
-            raise self.fail(table, None, f"missing [[{what}.aggregations]]: at least one "
-                                         "aggregation is needed")
+            raise self.fail(table, None, f"missing [[{what}.aggregations]]: a {operator} needs "
+                                         "at least one aggregation")
         if not isinstance(raw_aggs, list) or not all(isinstance(a, dict) for a in raw_aggs):
             raise self.fail(table, "aggregations", "`aggregations` must be an array of tables: "
                                                    f"one [[{what}.aggregations]] each")
@@ -667,7 +647,8 @@ class _Reader:
                 src = window_source_of(sources, ref, AGGREGATE_TABLE)
             except ConfigError as exc:
                 raise self.located(exc) from exc
-        aggs = self.aggregations(at, data.pop("aggregations", None), "transform.aggregate")
+        aggs = self.aggregations(at, data.pop("aggregations", None), "transform.aggregate",
+                                 "table aggregation")
         for key, value in aggregate_defaults(src).items():
             data.setdefault(key, value)
         out["aggregate"] = self.build(TableAggregate, at, {**data, "aggregations": aggs})
