@@ -312,7 +312,8 @@ def _check_aggregation_types(p: Pipeline) -> None:
         if a.agg in ("sum", "avg") and word not in _INTEGRAL_TYPES | _FLOAT_TYPES and (
                 not decimal_ok):
             need = ("an integer, floating-point or decimal column (TINYINT .. BIGINT, FLOAT, "
-                    f"DOUBLE{', DECIMAL' if numeric else ''})")
+                    "DOUBLE, DECIMAL)" if numeric else
+                    "an integer or floating-point column (TINYINT .. BIGINT, FLOAT, DOUBLE)")
             fix = "declare it BIGINT or DOUBLE in the source's `schema`"
         elif a.agg in ("min", "max") and word in _UNORDERED_TYPES:
             need = "a column whose values order (a number, string, date or timestamp)"

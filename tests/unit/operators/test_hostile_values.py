@@ -21,7 +21,7 @@ from interlace.operators.common.keys import key_codes
 from interlace.operators.join import JoinPlan
 from interlace.operators.stream_table.plan import StreamTablePlan
 from interlace.operators.window import Aggregation, Window, WindowPlan
-from interlace.operators.window.shim import _group_sql
+from interlace.operators.common.prepare import group_key_sql as _group_sql
 from pyspark.sql import types as T
 
 from interlace import ConfigError, Join, StreamTableJoin
