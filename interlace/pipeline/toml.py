@@ -259,12 +259,16 @@ def _window_table(w: Window, source: str | None, src: Source | None, default_nam
     """The ``[transform.window]`` table (with its aggregations) of a window of ``source``."""
     items = [("source", source)] if source is not None else []
     items += _non_default(w, window_defaults(default_name, src), skip=("aggregations",))
-    window = _table(items)
-    aggregations = tomlkit.aot()
-    for a in w.aggregations:
-        aggregations.append(_table(_non_default(a)))
-    window.add("aggregations", aggregations)
-    return window
+    return _with_aggregations(_table(items), w.aggregations)
+
+
+def _with_aggregations(table: Table, aggregations: Sequence[Aggregation]) -> Table:
+    """``table`` with its ``[[...aggregations]]`` array of tables added last."""
+    aot = tomlkit.aot()
+    for a in aggregations:
+        aot.append(_table(_non_default(a)))
+    table.add("aggregations", aot)
+    return table
 
 
 def _aggregate_table(a: TableAggregate, source: str | None, src: Source | None) -> Table:
@@ -273,12 +277,7 @@ def _aggregate_table(a: TableAggregate, source: str | None, src: Source | None) 
     items += [("keys", list(a.keys)), ("group_by", list(a.group_by))]
     items += _non_default(a, aggregate_defaults(src),
                           skip=("aggregations", "keys", "group_by"))
-    table = _table(items)
-    aggregations = tomlkit.aot()
-    for agg in a.aggregations:
-        aggregations.append(_table(_non_default(agg)))
-    table.add("aggregations", aggregations)
-    return table
+    return _with_aggregations(_table(items), a.aggregations)
 
 
 def _transform_table(sql: str | None) -> Table:

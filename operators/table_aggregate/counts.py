@@ -29,6 +29,7 @@ from interlace.operators.table_aggregate.plan import (
     NEXT_VERSION,
     PRESENT_ROWS,
     TableAggregatePlan,
+    with_letters,
 )
 from interlace.state.buffers import TIME_COLUMN
 from interlace.state.table_aggregate import GroupsState
@@ -190,12 +191,7 @@ def counts_step(plan: TableAggregatePlan, state: GroupsState, deltas: pa.Table,
                  picked.column(EVENT_TIME_IN), pa.array(version[emitted], pa.int64())]
     if plan.dlq:
         out_cols.append(pa.nulls(len(rows), pa.string()))
-    output = pa.Table.from_arrays(out_cols, schema=schema)
-    if letters:
-        lettered = pa.Table.from_arrays(
-            [*(pa.nulls(len(letters), f.type) for f in schema)][:-1]
-            + [pa.array(letters, pa.string())], schema=schema)
-        output = pa.concat_tables([output, lettered])
+    output = with_letters(pa.Table.from_arrays(out_cols, schema=schema), letters)
     counters: dict[str, int] = {}
     add_count(counters, "upserts", int(up.sum()))
     add_count(counters, "deletes", int((~up).sum()))

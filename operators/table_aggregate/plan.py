@@ -30,6 +30,7 @@ from interlace.state.tables import SEQ_COLUMN, TOMBSTONE_FLAG_COLUMN
 
 __all__ = [
     "EVENT_TIME_IN",
+    "with_letters",
     "LETTER_COLUMN",
     "HAS_NEW",
     "HAS_OLD",
@@ -45,6 +46,17 @@ LETTER_COLUMN = RESERVED_PREFIX + "dl"
 NEXT_VERSION, PRESENT_ROWS = RESERVED_PREFIX + "ver", RESERVED_PREFIX + "n"
 GROUP_ROW, AGG_INDEX, VALUE_COUNT = (RESERVED_PREFIX + "grow", RESERVED_PREFIX + "agg",
                                      RESERVED_PREFIX + "cnt")
+
+
+def with_letters(rows: pa.Table, letters: list[str]) -> pa.Table:
+    """``rows``, then one row per dead letter: every column NULL but the last, the letter."""
+    if not letters:
+        return rows
+    schema = rows.schema
+    lettered = pa.Table.from_arrays(
+        [*(pa.nulls(len(letters), f.type) for f in schema)][:-1]
+        + [pa.array(letters, pa.string())], schema=schema)
+    return pa.concat_tables([rows, lettered])
 
 
 def _sum_kind(name: str, typ: pa.DataType, agg: str, alias: str) -> tuple[str, int]:

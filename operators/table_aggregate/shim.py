@@ -44,6 +44,7 @@ from interlace.operators.common.prepare import (
 from interlace.operators.common.shim import (
     BoundOperator,
     Frames,
+    OperatorFunction,
     TablesFunction,
     state_encoding_of,
 )
@@ -94,23 +95,17 @@ class KeyRowsFunction(TablesFunction):
         return "TableAggregate"
 
 
-class GroupsFunction:
+class GroupsFunction(OperatorFunction):
     """Stage 2's ``applyInPandasWithState`` function: each group's aggregates (picklable).
 
     Spark calls it per key group of the groups with the deltas stage 1 emitted for them (no
-    watermark, no timeout); it runs
+    timeout: it replaces :meth:`OperatorFunction.__call__`, which sets one); it runs
     :func:`~interlace.operators.table_aggregate.step.group_step` and writes the state last.
     """
 
-    state_encoding: str = "binary"
+    plan: TableAggregatePlan
 
-    def __init__(self, plan: TableAggregatePlan, counters: Any | None = None) -> None:
-        from interlace.operators.common.counters import new_operator_id
-
-        self.plan = plan
-        self.counters = counters
-        self.op_id = new_operator_id()
-
+    @override
     def __call__(self, key: Any, frames: Frames, state: Any) -> Iterator[pd.DataFrame]:
         """Process one key group of groups (see the class docstring)."""
         prepare_worker()

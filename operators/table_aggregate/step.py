@@ -46,6 +46,7 @@ from interlace.operators.table_aggregate.plan import (
     TOMB_COLUMN,
     VALUE_COUNT,
     TableAggregatePlan,
+    with_letters,
 )
 from interlace.state.accumulators import SumOverflowError
 from interlace.state.buffers import TIME_COLUMN
@@ -142,11 +143,7 @@ def key_step(
     keys_table, deltas = state.keys, plan.delta_schema.empty_table()
     if due.num_rows:
         keys_table, deltas = _apply_updates(plan, state.keys, due, wm_us, counters, letters)
-    if letters:
-        cols = [pa.nulls(len(letters), f.type) for f in plan.delta_schema][:-1]
-        lettered = pa.Table.from_arrays([*cols, pa.array(letters, pa.string())],
-                                        schema=plan.delta_schema)
-        deltas = pa.concat_tables([deltas, lettered])
+    deltas = with_letters(deltas, letters)
     times = held.column(TIME_COLUMN)
     next_due = int(pa.compute.min(times).as_py()) if held.num_rows else None
     return KeyStepResult(deltas, KeyRowsState(keys_table, held, state.seq + batch.num_rows),
@@ -412,7 +409,7 @@ def group_step(plan: TableAggregatePlan, state: GroupsState, deltas: pa.Table) -
         # SEMANTICS §10: one update at a time, by event time; a key's updates in arrival
         # order; updates of different keys at one event time in key order.
         order = sorted(range(deltas.num_rows),
-                       key=lambda i: (t[i], _sortable(_row_tuple(key_cols, i)), seq[i]))
+                       key=lambda i: (t[i], _row_tuple(key_cols, i), seq[i]))
         for i in order:
             group = _row_tuple(group_cols, i)
             g = groups.get(group)
@@ -439,15 +436,6 @@ def group_step(plan: TableAggregatePlan, state: GroupsState, deltas: pa.Table) -
             for c, v in zip(out, row, strict=True):
                 c.append(v)
             g.version += 1
-    if letters:
-        for c in out[:-1]:
-            c += [None] * len(letters)
-        out[-1] += letters
     output = pa.Table.from_arrays([pa.array(c, f.type) for c, f in zip(out, schema, strict=True)],
                                   schema=schema)
-    return GroupStepResult(output, _store_groups(plan, groups), counters)
-
-
-def _sortable(key: tuple[Any, ...]) -> tuple[Any, ...]:
-    """A key tuple Python can order (NaN, which never is a key here, aside)."""
-    return key
+    return GroupStepResult(with_letters(output, letters), _store_groups(plan, groups), counters)
