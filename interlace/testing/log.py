@@ -45,6 +45,10 @@ class JoinBatch:
             watermark then follows the clock, not the event times (``spark_rules``, rule 1).
             None: an ordinary input, or no file of the channel in this batch.
         right_clock_us: The same for the right input.
+        left_heartbeat_us: An idle input's heartbeat read in this batch (SEMANTICS §1, idle
+            inputs): a clock-only row that the left input's watermark node sees, µs; never
+            filtered, joined, counted or dead-lettered. None: no heartbeat.
+        right_heartbeat_us: The same for the right input.
 
     """
 
@@ -52,6 +56,8 @@ class JoinBatch:
     right: tuple[dict[str, Any], ...] = ()
     left_clock_us: int | None = None
     right_clock_us: int | None = None
+    left_heartbeat_us: int | None = None
+    right_heartbeat_us: int | None = None
 
     def __post_init__(self) -> None:
         # Accept lists (or any iterable) for convenience; store tuples so the batch stays

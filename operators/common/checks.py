@@ -18,6 +18,7 @@ from pyspark.sql import types as T
 __all__ = [
     "as_name_tuple",
     "check_event_time_columns",
+    "check_idle_timeouts",
     "check_key_lists",
     "check_str_fields",
     "check_carried_types",
@@ -243,6 +244,22 @@ def check_event_time_columns(spec: Any) -> None:
             msg = (
                 f"no event-time column for the {side} input: set `event_time_column` (both "
                 f"inputs) or `{side}_event_time_column`"
+            )
+            raise ConfigError(msg)
+
+
+def check_idle_timeouts(spec: Any) -> None:
+    """Raise unless ``left_idle_timeout_ms`` / ``right_idle_timeout_ms`` are None or > 0."""
+    for side in ("left", "right"):
+        field = f"{side}_idle_timeout_ms"
+        value = getattr(spec, field)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            msg = (
+                f"`{field}` must be a positive int of milliseconds, or None for never idle "
+                f"(got {value!r}): how long the {side} input may deliver no row before it is "
+                f"left out of the watermark's minimum (docs/idle-inputs.md)"
             )
             raise ConfigError(msg)
 

@@ -21,6 +21,7 @@ from interlace.operators.common.checks import (
     side_field,
 )
 from interlace.operators.common.connect import check_counters
+from interlace.operators.common.idle import with_heartbeats
 from interlace.operators.common.names import (
     CLOCK_COLUMN,
     EVENT_TIME_COLUMN,
@@ -294,6 +295,8 @@ def checked_inputs(
     counters: Any | None,
     what: tuple[str, str],
     time_mode: str = "event",
+    *,
+    heartbeat_location: Any | None = None,
 ) -> tuple[tuple[Any, str], tuple[Any, str]]:
     """Check both inputs of a two-input operator (:func:`checked_side`) and where it runs.
 
@@ -301,15 +304,21 @@ def checked_inputs(
     (:func:`~.worker.guard_source_checkout`), ``counters`` an accumulator of the same session
     (:func:`~.connect.check_counters`).
 
+    An input with an idle timeout (``spec.left_idle_timeout_ms`` / ``right_idle_timeout_ms``)
+    gets its heartbeats under ``heartbeat_location`` (:func:`~.idle.with_heartbeats`).
+
     Returns:
         Each input, event time ready, with its event-time column.
     """
     guard_source_checkout(left.sparkSession)
     check_counters(left, counters)
-    return (
+    sides = (
         checked_side(left, spec, "left", what[0], time_mode),
         checked_side(right, spec, "right", what[1], time_mode),
     )
+    timeouts = [getattr(spec, f"{side}_idle_timeout_ms", None) for side in ("left", "right")]
+    watched, _ = with_heartbeats(sides, timeouts, heartbeat_location)
+    return watched[0], watched[1]
 
 
 def two_sided_input(

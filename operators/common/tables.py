@@ -17,6 +17,7 @@ import pyarrow as pa
 from interlace.operators.common.checks import (
     as_name_tuple,
     check_event_time_columns,
+    check_idle_timeouts,
     check_late_data_fields,
     check_literal,
     check_str_fields,
@@ -249,6 +250,8 @@ class TwoTableFields(TableJoinFields):
     left_prefix: str = "left_"
     right_prefix: str = "right_"
     key_groups: int = DEFAULT_JOIN_KEY_GROUPS
+    left_idle_timeout_ms: int | None = None
+    right_idle_timeout_ms: int | None = None
 
     @property
     def horizon_ms(self) -> int:
@@ -303,6 +306,7 @@ class TwoTableFields(TableJoinFields):
         setattr_ = object.__setattr__
         self._check_table_vocabulary(what)
         check_event_time_columns(self)
+        check_idle_timeouts(self)
         for field in ("value_columns", "left_value_columns", "right_value_columns"):
             setattr_(self, field, as_name_tuple(field, getattr(self, field), allow_none=True))
         for side in ("left", "right"):

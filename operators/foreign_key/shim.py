@@ -63,7 +63,8 @@ class ForeignKeyJoinOperator(BoundOperator):
 
 @fill_doc(returns=PREPARE_RETURNS.format(operator="ForeignKeyJoinOperator"))
 def prepare_foreign_key_join(
-    left: Any, right: Any, spec: ForeignKeyJoin, *, counters: Any | None = None
+    left: Any, right: Any, spec: ForeignKeyJoin, *, counters: Any | None = None,
+    heartbeat_location: Any | None = None
 ) -> ForeignKeyJoinOperator:
     """Validate ``spec`` against both changelogs and prepare them for the join.
 
@@ -80,10 +81,13 @@ def prepare_foreign_key_join(
         right: The right table's changelog, a streaming DataFrame.
         spec: The join.
         counters: Optional Spark accumulator (see :mod:`interlace.metrics`) fed per call.
+        heartbeat_location: The folder of the idle inputs' heartbeats, required with
+            ``left_idle_timeout_ms`` / ``right_idle_timeout_ms`` (docs/idle-inputs.md).
 
     {returns}
     """
-    sides = checked_inputs(left, right, spec, counters, ("the left table", "the right table"))
+    sides = checked_inputs(left, right, spec, counters, ("the left table", "the right table"),
+                           heartbeat_location=heartbeat_location)
     ldf, rdf = (without_clock(df) for df, _ in sides)  # the clock sets the watermark only
     require_columns(ldf, spec.foreign_key_columns, "foreign_key_columns", "the left table")
     plan = ForeignKeyJoinPlan.from_schemas(
@@ -99,7 +103,8 @@ def prepare_foreign_key_join(
 
 @fill_doc(raises=RUN_RAISES)
 def foreign_key_join(
-    left: Any, right: Any, spec: ForeignKeyJoin, *, counters: Any | None = None
+    left: Any, right: Any, spec: ForeignKeyJoin, *, counters: Any | None = None,
+    heartbeat_location: Any | None = None
 ) -> Any:
     """Join a changelog table with another by a foreign key; return the join's changelog.
 
@@ -123,7 +128,10 @@ def foreign_key_join(
         right: The right table's changelog, a streaming DataFrame.
         spec: The join.
         counters: Optional accumulator from :func:`interlace.metrics.counters`.
+        heartbeat_location: The folder of the idle inputs' heartbeats, required with
+            ``left_idle_timeout_ms`` / ``right_idle_timeout_ms`` (docs/idle-inputs.md).
 
     {raises}
     """
-    return prepare_foreign_key_join(left, right, spec, counters=counters).apply()
+    return prepare_foreign_key_join(left, right, spec, counters=counters,
+        heartbeat_location=heartbeat_location).apply()

@@ -78,6 +78,10 @@ class ForeignKeyJoin(TwoTableFields, _ForeignKeyColumns):
         {two_table_args}
         key_groups: Number of key groups of the left primary key; every key group holds the
             whole right table (each right update is replicated into all of them).
+        left_idle_timeout_ms: The left input is idle after this long (ms, processing time)
+            without a row, and then left out of the watermark's minimum (None: never;
+            needs ``heartbeat_location``; docs/idle-inputs.md).
+        right_idle_timeout_ms: The same for the right input.
     """
 
     OPERATOR = "foreign_key"

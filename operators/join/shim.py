@@ -125,7 +125,8 @@ class JoinOperator(BoundOperator):
 
 
 @fill_doc(returns=PREPARE_RETURNS.format(operator="JoinOperator"))
-def prepare_join(left: Any, right: Any, spec: Join, *, counters: Any | None = None) -> JoinOperator:
+def prepare_join(left: Any, right: Any, spec: Join, *, counters: Any | None = None,
+    heartbeat_location: Any | None = None) -> JoinOperator:
     """Validate ``spec`` against the inputs and prepare them for the join.
 
     The prepared input holds, per row: its side, key group, a watermarked copy of the event
@@ -138,6 +139,8 @@ def prepare_join(left: Any, right: Any, spec: Join, *, counters: Any | None = No
         right: The right streaming DataFrame.
         spec: The join.
         counters: Optional Spark accumulator (see :mod:`interlace.metrics`) fed per call.
+        heartbeat_location: The folder of the idle inputs' heartbeats, required with
+            ``left_idle_timeout_ms`` / ``right_idle_timeout_ms`` (docs/idle-inputs.md).
 
     {returns}
     """
@@ -145,7 +148,8 @@ def prepare_join(left: Any, right: Any, spec: Join, *, counters: Any | None = No
     from pyspark.sql import types as T
 
     (lclocked, let), (rclocked, ret) = shared_clock(checked_inputs(
-        left, right, spec, counters, ("the left input", "the right input"), spec.time_mode
+        left, right, spec, counters, ("the left input", "the right input"), spec.time_mode,
+        heartbeat_location=heartbeat_location,
     ))
     ldf, rdf = without_clock(lclocked), without_clock(rclocked)  # the columns joined
     plan = JoinPlan.from_schemas(
@@ -191,7 +195,8 @@ def prepare_join(left: Any, right: Any, spec: Join, *, counters: Any | None = No
 
 
 @fill_doc(raises=RUN_RAISES)
-def stream_join(left: Any, right: Any, spec: Join, *, counters: Any | None = None) -> Any:
+def stream_join(left: Any, right: Any, spec: Join, *, counters: Any | None = None,
+    heartbeat_location: Any | None = None) -> Any:
     """Join two streaming DataFrames per ``spec`` and return the streaming result.
 
     interlace owns the watermark: each input gets ``withWatermark`` with delay
@@ -211,7 +216,10 @@ def stream_join(left: Any, right: Any, spec: Join, *, counters: Any | None = Non
         spec: The join.
         counters: Optional accumulator from :func:`interlace.metrics.counters`; receives
             matches, unmatched rows emitted, late / null-key rows dropped, dead letters.
+        heartbeat_location: The folder of the idle inputs' heartbeats, required with
+            ``left_idle_timeout_ms`` / ``right_idle_timeout_ms`` (docs/idle-inputs.md).
 
     {raises}
     """
-    return prepare_join(left, right, spec, counters=counters).apply()
+    return prepare_join(left, right, spec, counters=counters,
+        heartbeat_location=heartbeat_location).apply()

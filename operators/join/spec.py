@@ -14,6 +14,7 @@ from typing import Literal
 from interlace.operators.common.checks import (
     as_name_tuple,
     check_event_time_columns,
+    check_idle_timeouts,
     check_int,
     check_key_lists,
     check_literal,
@@ -78,6 +79,10 @@ class Join(LateDataFields):
         key_groups: Number of key groups (state and Python calls are per key group; default
             4, one per shuffle partition of ``local_session``; see docs/state.md).
         name: A name for metrics and error messages.
+        left_idle_timeout_ms: The left input is idle after this long (ms, processing time)
+            without a row, and then left out of the watermark's minimum (None: never;
+            needs ``heartbeat_location``; docs/idle-inputs.md).
+        right_idle_timeout_ms: The same for the right input.
     """
 
     left_keys: Sequence[str]
@@ -100,6 +105,8 @@ class Join(LateDataFields):
     output_right_columns: Sequence[str] | None = None
     key_groups: int = DEFAULT_JOIN_KEY_GROUPS
     name: str = "join"
+    left_idle_timeout_ms: int | None = None
+    right_idle_timeout_ms: int | None = None
 
     def __post_init__(self) -> None:
         setattr_ = object.__setattr__
@@ -144,6 +151,7 @@ class Join(LateDataFields):
                 raise ConfigError(msg)
         self._check_late_data_fields()
         check_event_time_columns(self)
+        check_idle_timeouts(self)
         check_str_fields(self, "left_prefix", "right_prefix", "name")
         self._check_key_groups()
 

@@ -73,7 +73,8 @@ class StreamTableOperator(BoundOperator):
 
 @fill_doc(returns=PREPARE_RETURNS.format(operator="StreamTableOperator"))
 def prepare_stream_table_join(
-    stream: Any, table: Any, spec: StreamTableJoin, *, counters: Any | None = None
+    stream: Any, table: Any, spec: StreamTableJoin, *, counters: Any | None = None,
+    heartbeat_location: Any | None = None
 ) -> StreamTableOperator:
     """Validate ``spec`` against the stream and the table and prepare them for the join.
 
@@ -89,12 +90,15 @@ def prepare_stream_table_join(
         table: The table's changelog (right), a streaming DataFrame.
         spec: The join.
         counters: Optional Spark accumulator (see :mod:`interlace.metrics`) fed per call.
+        heartbeat_location: The folder of the idle inputs' heartbeats, required with
+            ``left_idle_timeout_ms`` / ``right_idle_timeout_ms`` (docs/idle-inputs.md).
 
     {returns}
     """
     from pyspark.sql import types as T
 
-    sides = checked_inputs(stream, table, spec, counters, ("the stream", "the table"))
+    sides = checked_inputs(stream, table, spec, counters, ("the stream", "the table"),
+                           heartbeat_location=heartbeat_location)
     sdf, tdf = (without_clock(df) for df, _ in sides)  # the clock sets the watermark only
     tet = sides[1][1]
     plan = StreamTablePlan.from_schemas(
@@ -116,7 +120,8 @@ def prepare_stream_table_join(
 
 @fill_doc(raises=RUN_RAISES)
 def stream_table_join(
-    stream: Any, table: Any, spec: StreamTableJoin, *, counters: Any | None = None
+    stream: Any, table: Any, spec: StreamTableJoin, *, counters: Any | None = None,
+    heartbeat_location: Any | None = None
 ) -> Any:
     """Join a stream with a changelog table as of event time and return the streaming result.
 
@@ -136,7 +141,10 @@ def stream_table_join(
         table: The table's changelog (right), a streaming DataFrame.
         spec: The join.
         counters: Optional accumulator from :func:`interlace.metrics.counters`.
+        heartbeat_location: The folder of the idle inputs' heartbeats, required with
+            ``left_idle_timeout_ms`` / ``right_idle_timeout_ms`` (docs/idle-inputs.md).
 
     {raises}
     """
-    return prepare_stream_table_join(stream, table, spec, counters=counters).apply()
+    return prepare_stream_table_join(stream, table, spec, counters=counters,
+        heartbeat_location=heartbeat_location).apply()

@@ -13,6 +13,7 @@ from typing import Literal
 
 from interlace.operators.common.checks import (
     check_event_time_columns,
+    check_idle_timeouts,
     check_int,
     check_key_lists,
     check_literal,
@@ -76,6 +77,10 @@ class StreamTableJoin(TableJoinFields):
         left_prefix: Prefix of the stream's output columns.
         right_prefix: Prefix of the table's value columns in the output.
         key_groups: Number of key groups (state and Python calls are per key group).
+        left_idle_timeout_ms: The left input is idle after this long (ms, processing time)
+            without a row, and then left out of the watermark's minimum (None: never;
+            needs ``heartbeat_location``; docs/idle-inputs.md).
+        right_idle_timeout_ms: The same for the right input.
     """
 
     left_keys: Sequence[str]
@@ -94,6 +99,8 @@ class StreamTableJoin(TableJoinFields):
     left_prefix: str = "left_"
     right_prefix: str = "right_"
     key_groups: int = DEFAULT_JOIN_KEY_GROUPS
+    left_idle_timeout_ms: int | None = None
+    right_idle_timeout_ms: int | None = None
 
     OPERATOR = "stream_table"
 
@@ -103,6 +110,7 @@ class StreamTableJoin(TableJoinFields):
         self._check_table_vocabulary("the stream-table join")
         check_int("history_retention_ms", self.history_retention_ms, minimum=0, allow_none=True)
         check_event_time_columns(self)
+        check_idle_timeouts(self)
         value_columns = check_value_columns(
             "value_columns",
             self.value_columns,

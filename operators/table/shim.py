@@ -56,7 +56,8 @@ class TableJoinOperator(BoundOperator):
 
 @fill_doc(returns=PREPARE_RETURNS.format(operator="TableJoinOperator"))
 def prepare_table_join(
-    left: Any, right: Any, spec: TableJoin, *, counters: Any | None = None
+    left: Any, right: Any, spec: TableJoin, *, counters: Any | None = None,
+    heartbeat_location: Any | None = None
 ) -> TableJoinOperator:
     """Validate ``spec`` against both changelogs and prepare them for the join.
 
@@ -71,10 +72,13 @@ def prepare_table_join(
         right: The right table's changelog, a streaming DataFrame.
         spec: The join.
         counters: Optional Spark accumulator (see :mod:`interlace.metrics`) fed per call.
+        heartbeat_location: The folder of the idle inputs' heartbeats, required with
+            ``left_idle_timeout_ms`` / ``right_idle_timeout_ms`` (docs/idle-inputs.md).
 
     {returns}
     """
-    sides = checked_inputs(left, right, spec, counters, ("the left table", "the right table"))
+    sides = checked_inputs(left, right, spec, counters, ("the left table", "the right table"),
+                           heartbeat_location=heartbeat_location)
     ldf, rdf = (without_clock(df) for df, _ in sides)  # the clock sets the watermark only
     plan = TableJoinPlan.from_schemas(
         spec, arrow_schema_for(ldf.schema), arrow_schema_for(rdf.schema)
@@ -85,7 +89,8 @@ def prepare_table_join(
 
 
 @fill_doc(raises=RUN_RAISES)
-def table_join(left: Any, right: Any, spec: TableJoin, *, counters: Any | None = None) -> Any:
+def table_join(left: Any, right: Any, spec: TableJoin, *, counters: Any | None = None,
+    heartbeat_location: Any | None = None) -> Any:
     """Join two changelog tables on their primary key and return the changelog of the join.
 
     interlace owns the watermark (SEMANTICS §1): do not set one yourself. Output columns
@@ -106,7 +111,10 @@ def table_join(left: Any, right: Any, spec: TableJoin, *, counters: Any | None =
         right: The right table's changelog, a streaming DataFrame.
         spec: The join.
         counters: Optional accumulator from :func:`interlace.metrics.counters`.
+        heartbeat_location: The folder of the idle inputs' heartbeats, required with
+            ``left_idle_timeout_ms`` / ``right_idle_timeout_ms`` (docs/idle-inputs.md).
 
     {raises}
     """
-    return prepare_table_join(left, right, spec, counters=counters).apply()
+    return prepare_table_join(left, right, spec, counters=counters,
+        heartbeat_location=heartbeat_location).apply()

@@ -52,6 +52,10 @@ class TableJoin(TwoTableFields):
         how: See :data:`TableHow`.
         {two_table_args}
         key_groups: Number of key groups (state and Python calls are per key group).
+        left_idle_timeout_ms: The left input is idle after this long (ms, processing time)
+            without a row, and then left out of the watermark's minimum (None: never;
+            needs ``heartbeat_location``; docs/idle-inputs.md).
+        right_idle_timeout_ms: The same for the right input.
     """
 
     OPERATOR = "table"

@@ -565,7 +565,9 @@ def replay_spark(
             for side in SIDES
         }
         clocks = {"left": batch.left_clock_us, "right": batch.right_clock_us}
-        seen_by = {side: watermark_times(times_us[side], clocks[side]) for side in SIDES}
+        beats = {"left": batch.left_heartbeat_us, "right": batch.right_heartbeat_us}
+        seen_by = {side: watermark_times(times_us[side], clocks[side], beats[side])
+                   for side in SIDES}
         # Rule 2: Spark's pre-filter against the W the previous batch saw (a chain stage's
         # input: its clock).
         arrivals: dict[str, list[Arrival]] = {side: [] for side in SIDES}

@@ -532,7 +532,9 @@ def oracle_join(
         }
 
         clocks = {"left": batch.left_clock_us, "right": batch.right_clock_us}
-        seen_by = {side: spark_rules.watermark_times(event_times_us[side], clocks[side])
+        beats = {"left": batch.left_heartbeat_us, "right": batch.right_heartbeat_us}
+        seen_by = {side: spark_rules.watermark_times(event_times_us[side], clocks[side],
+                                                     beats[side])
                    for side in _SIDES}
         # Rule 2: Spark's pre-filter, against the W the previous batch saw.
         survivors: dict[str, list[tuple[Mapping[str, Any], int]]] = {}

@@ -32,6 +32,7 @@ from interlace.testing.log import EPOCH
 
 __all__ = [
     "WATERMARK_POLICIES",
+    "idle_heartbeat_stamps",
     "operator_wm_us",
     "processing_time_stamps",
     "spark_drops_row",
@@ -154,7 +155,7 @@ def spark_drops_row(event_time_us: int, previous_batch_w_ms: int) -> bool:
 
 
 def watermark_times(
-    event_times_us: Sequence[int], clock_us: int | None
+    event_times_us: Sequence[int], clock_us: int | None, heartbeat_us: int | None = None
 ) -> tuple[list[int], list[int]]:
     """Return what Spark's filter reads per row, and what the watermark node observes.
 
@@ -162,10 +163,43 @@ def watermark_times(
     channel (SEMANTICS §11; ``clock_us`` set: the clock its rows carry in this batch) is
     watermarked on the clock: the filter reads the clock for every row, and the watermark
     node observes the clock (also from a tick, a batch with the clock and no rows).
+    An idle input's heartbeat (``heartbeat_us``, rule 1b) is observed too, and is no row.
     """
+    extra = [] if heartbeat_us is None else [heartbeat_us]
     if clock_us is None:
-        return list(event_times_us), list(event_times_us)
-    return [clock_us] * len(event_times_us), [clock_us]
+        return list(event_times_us), [*event_times_us, *extra]
+    return [clock_us] * len(event_times_us), [clock_us, *extra]
+
+
+def idle_heartbeat_stamps(
+    now_ms: int,
+    timeouts_ms: Mapping[str, int | None],
+    last_row_ms: Mapping[str, int],
+    max_clock_us: Mapping[str, int | None],
+) -> dict[str, int]:
+    """Rule 1b (SEMANTICS §1, idle inputs): which inputs are idle at ``now_ms``, and their stamp.
+
+    An input with a timeout whose last row came ``timeout`` or more ms before ``now_ms`` is
+    idle. Every idle input is stamped with the least greatest clock (event time) among the
+    other, active inputs, so its watermark equals theirs and ``W`` (the minimum) is the active
+    inputs' minimum; no stamp when no input is active or an active one has no row yet.
+
+    Args:
+        now_ms: Processing time.
+        timeouts_ms: Input -> idle timeout (ms) or None (never idle).
+        last_row_ms: Input -> processing time of its last row (the start, before any).
+        max_clock_us: Input -> greatest clock it delivered (its rows and heartbeats), µs.
+
+    Returns:
+        Idle input -> the stamp (µs) its watermark node should see.
+    """
+    idle = {name for name, timeout in timeouts_ms.items()
+            if timeout is not None and now_ms - last_row_ms[name] >= timeout}
+    active = [max_clock_us[name] for name in timeouts_ms if name not in idle]
+    if not active or None in active:
+        return {}
+    stamp = min(c for c in active if c is not None)
+    return dict.fromkeys(sorted(idle), stamp)
 
 
 def operator_wm_us(spark_w_ms: int, horizon_ms: int) -> int | None:

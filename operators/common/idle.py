@@ -1,0 +1,346 @@
+"""Idle inputs (SEMANTICS §1, seed 001): heartbeats leave a quiet input out of the minimum.
+
+Spark combines a two-input operator's watermarks by ``min``: an input that stops delivering
+rows holds ``W`` back, and nothing closes until it moves again. With ``left_idle_timeout_ms``
+/ ``right_idle_timeout_ms`` set, an input that has delivered no row for that long in
+processing time is **idle**, and while idle it is left out of the minimum (as Flink's
+``withIdleness``):
+
+* **Heartbeats.** Each watched input is unioned with a file source of its own (a folder
+  under ``heartbeat_location``). A heartbeat is a clock-only row of that input
+  (:data:`~.names.TICK_COLUMN` true, :data:`~.names.CLOCK_COLUMN` the stamp, every other
+  column NULL, as a chain's tick): Spark's watermark node of that input sees it, and
+  :func:`~.prepare.watermarked` removes it right after, so no operator rule ever sees it
+  (never joined, counted or dead-lettered). Heartbeats are part of the input: the file
+  source's offset log records which files each micro-batch read, so a restarted query reads
+  the same ones.
+* **The stamp.** Both inputs of an operator share one watermark delay, so an input's
+  watermark is its greatest clock minus that delay. An idle input is stamped with the
+  least greatest clock among the active inputs: its watermark then equals theirs, and the
+  minimum is the active inputs' minimum. A heartbeat is written only when it moves the idle
+  input's clock; when every input is idle (or an active one has had no row yet), none is.
+* **Deciding** (:class:`IdleTracker`, pure): per input, the processing time of the last
+  micro-batch that delivered a row (the start, before any) and the greatest clock it
+  delivered, from ``observe`` metrics on the input itself (heartbeats not counted).
+* **Running** (:class:`Heartbeats`): a ``StreamingQueryListener`` feeds the tracker after
+  every micro-batch and checks it whenever the query waits for data (``onQueryIdle``, every
+  ``spark.sql.streaming.noDataProgressEventInterval``), and once when the query is
+  prepared. The tracker's state is kept in ``_idle.json`` in the heartbeat folder, so a
+  restarted query or the next ``availableNow`` run knows since when each input is quiet.
+
+Rows of an input that becomes active again are judged against ``W`` as it then stands: some
+may be late, and are counted and dead-lettered as any late row.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from interlace.operators.common.names import CLOCK_COLUMN, TICK_COLUMN
+from interlace.operators.errors import ConfigError
+
+__all__ = ["Heartbeats", "IdleTracker", "InputClock", "with_heartbeats"]
+
+_STATE = "_idle.json"
+
+
+def _now_ms() -> int:
+    """Processing time, ms since the epoch (a test may replace it)."""
+    return int(time.time() * 1000)
+
+
+@dataclass
+class InputClock:
+    """What the tracker knows of one input (kept in ``_idle.json``).
+
+    Attributes:
+        last_active_ms: Processing time (ms since the epoch) of the last micro-batch in which
+            the input delivered a row; the start, before any.
+        max_clock_us: The greatest clock (event time, or a chain's clock) it delivered, µs.
+        stamped_us: The greatest heartbeat stamp written for it, µs.
+    """
+
+    last_active_ms: int
+    max_clock_us: int | None = None
+    stamped_us: int | None = None
+
+    @property
+    def clock_us(self) -> int | None:
+        """The greatest clock of the input: its rows' and its heartbeats'."""
+        return _greatest(self.max_clock_us, self.stamped_us)
+
+
+def _greatest(*values: int | None) -> int | None:
+    seen = [v for v in values if v is not None]
+    return max(seen) if seen else None
+
+
+class IdleTracker:
+    """Which inputs are idle, and which heartbeat each needs (pure: no Spark, no I/O).
+
+    Args:
+        timeouts_ms: Input -> its idle timeout (ms), or None for an input never idle.
+        clocks: Input -> what is known of it (:class:`InputClock`).
+    """
+
+    def __init__(self, timeouts_ms: Mapping[str, int | None],
+                 clocks: Mapping[str, InputClock]) -> None:
+        self.timeouts_ms = dict(timeouts_ms)
+        self.clocks = dict(clocks)
+        # What Spark's watermark node of each input has seen in this run: Spark keeps no
+        # per-input watermark across a restart (only the combined W), so an idle input needs
+        # a heartbeat again in every run, even one stamped as before.
+        self.run_clock_us: dict[str, int | None] = dict.fromkeys(self.clocks)
+
+    @classmethod
+    def started(cls, timeouts_ms: Mapping[str, int | None], now_ms: int) -> IdleTracker:
+        """A tracker for a query that starts at ``now_ms`` with nothing known."""
+        return cls(timeouts_ms, {name: InputClock(now_ms) for name in timeouts_ms})
+
+    def observe(self, now_ms: int, rows: Mapping[str, int],
+                max_clock_us: Mapping[str, int | None]) -> None:
+        """Record one micro-batch: each input's rows (heartbeats not counted) and max clock."""
+        for name, clock in self.clocks.items():
+            if rows.get(name, 0) > 0:
+                clock.last_active_ms = max(clock.last_active_ms, now_ms)
+            seen = max_clock_us.get(name)
+            clock.max_clock_us = _greatest(clock.max_clock_us, seen)
+            self.run_clock_us[name] = _greatest(self.run_clock_us[name], seen)
+
+    def idle_since_ms(self, now_ms: int) -> dict[str, int | None]:
+        """Input -> when it became idle (processing time, ms), or None while active."""
+        out: dict[str, int | None] = {}
+        for name, clock in self.clocks.items():
+            timeout = self.timeouts_ms.get(name)
+            since = None if timeout is None else clock.last_active_ms + timeout
+            out[name] = since if since is not None and now_ms >= since else None
+        return out
+
+    def due(self, now_ms: int) -> dict[str, int]:
+        """Input -> the stamp (µs) of the heartbeat it needs now; empty if none does.
+
+        The stamp is the least clock among the active inputs; none while every input is
+        idle or an active input has no clock yet (Spark then holds ``W`` at 0 anyway). An
+        idle input needs one when the stamp is past what its watermark node has seen in this
+        run (:attr:`run_clock_us`).
+        """
+        idle = self.idle_since_ms(now_ms)
+        active = [self.clocks[n].clock_us for n, since in idle.items() if since is None]
+        if not active or any(c is None for c in active):
+            return {}
+        target = min(c for c in active if c is not None)
+        due = {}
+        for name, since in idle.items():
+            seen = self.run_clock_us[name]
+            if since is not None and (seen is None or target > seen):
+                due[name] = target
+        return due
+
+    def stamped(self, name: str, stamp_us: int) -> None:
+        """Record that a heartbeat stamped ``stamp_us`` was written for ``name``."""
+        clock = self.clocks[name]
+        clock.stamped_us = _greatest(clock.stamped_us, stamp_us)
+        self.run_clock_us[name] = _greatest(self.run_clock_us[name], stamp_us)
+
+
+class Heartbeats:
+    """One operator's watched inputs: their heartbeat folders, tracker and listener.
+
+    Args:
+        location: The heartbeat folder (one sub-folder per input, and ``_idle.json``).
+        timeouts_ms: Input name (``"left"``, ``"right"``) -> idle timeout (ms) or None.
+        clock: Processing time in ms (a test may pass its own).
+    """
+
+    def __init__(self, location: str | os.PathLike[str], timeouts_ms: Mapping[str, int | None],
+                 clock: Callable[[], int] | None = None) -> None:
+        self.location = Path(location)
+        self.clock = clock or (lambda: _now_ms())
+        self.metric_prefix = f"interlace_idle_{uuid.uuid4().hex[:12]}_"
+        self.query_id: str | None = None
+        self._lock = threading.Lock()
+        self.location.mkdir(parents=True, exist_ok=True)
+        for name, timeout in timeouts_ms.items():
+            if timeout is not None:
+                (self.location / name).mkdir(exist_ok=True)
+        self.tracker = self._load(timeouts_ms)
+
+    def folder(self, name: str) -> Path:
+        """The folder of ``name``'s heartbeat files."""
+        return self.location / name
+
+    def metric(self, name: str) -> str:
+        """The ``observe`` name of input ``name``'s metrics."""
+        return self.metric_prefix + name
+
+    def _load(self, timeouts_ms: Mapping[str, int | None]) -> IdleTracker:
+        now = self.clock()
+        path = self.location / _STATE
+        if not path.exists():
+            return IdleTracker.started(timeouts_ms, now)
+        saved = json.loads(path.read_text())
+        clocks = {name: InputClock(**saved[name]) if name in saved else InputClock(now)
+                  for name in timeouts_ms}
+        return IdleTracker(timeouts_ms, clocks)
+
+    def _save(self) -> None:
+        tmp = self.location / f".{_STATE}.tmp"
+        tmp.write_text(json.dumps({n: asdict(c) for n, c in self.tracker.clocks.items()}))
+        os.replace(tmp, self.location / _STATE)
+
+    def observe(self, observed: Mapping[str, Any]) -> None:
+        """Feed one micro-batch's observed metrics (name -> row of ``rows``, ``max_clock``)."""
+        rows: dict[str, int] = {}
+        clocks: dict[str, int | None] = {}
+        for name in self.tracker.clocks:
+            metric = observed.get(self.metric(name))
+            if metric is None:
+                continue
+            rows[name] = int(metric["rows"] or 0)
+            clocks[name] = None if metric["max_clock"] is None else int(metric["max_clock"])
+        with self._lock:
+            self.tracker.observe(self.clock(), rows, clocks)
+        self.check()
+
+    def check(self) -> dict[str, int]:
+        """Write the heartbeats that are due; return them (input -> stamp, µs)."""
+        with self._lock:
+            due = self.tracker.due(self.clock())
+            for name, stamp in due.items():
+                _write_heartbeat(self.folder(name), stamp)
+                self.tracker.stamped(name, stamp)
+            self._save()
+        return due
+
+    def idle_since_ms(self) -> dict[str, int | None]:
+        """Input -> since when it is idle (processing time, ms), or None while active."""
+        with self._lock:
+            return self.tracker.idle_since_ms(self.clock())
+
+    def listen(self, spark: Any) -> None:
+        """Have the session's listener feed and check these heartbeats (:func:`_listener`)."""
+        _listener(spark).beats.append(self)
+
+
+def _write_heartbeat(folder: Path, stamp_us: int) -> None:
+    """Write one heartbeat file (a clock-only row) with a later mtime than the folder's last."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pa.table({
+        CLOCK_COLUMN: pa.array([stamp_us], pa.timestamp("us", tz="UTC")),
+        TICK_COLUMN: pa.array([True], pa.bool_()),
+    })
+    name = f"heartbeat-{stamp_us:020d}-{uuid.uuid4().hex[:8]}.parquet"  # never a name seen
+    tmp = folder / f".{name}.tmp"
+    pq.write_table(table, tmp)
+    latest = max((p.stat().st_mtime_ns for p in folder.glob("heartbeat-*")), default=0)
+    now = time.time_ns()
+    mtime = max(now, latest + 1_000_000)
+    os.utime(tmp, ns=(mtime, mtime))
+    os.replace(tmp, folder / name)
+
+
+_LISTENERS: dict[int, Any] = {}
+_LISTENERS_LOCK = threading.Lock()
+
+
+def _listener(spark: Any) -> Any:
+    """The one listener of ``spark`` that feeds every :class:`Heartbeats` of its queries.
+
+    Each is fed the progress of the query whose observed metrics carry its names; once that
+    query terminates it is dropped. While the query waits for data, each is checked.
+    """
+    from pyspark.sql.streaming import StreamingQueryListener
+
+    class _IdleListener(StreamingQueryListener):  # type: ignore[misc]
+        def __init__(self) -> None:
+            self.beats: list[Heartbeats] = []
+
+        def onQueryStarted(self, event: Any) -> None:  # noqa: N802 (Spark's name)
+            pass
+
+        def onQueryProgress(self, event: Any) -> None:  # noqa: N802
+            observed = event.progress.observedMetrics or {}
+            for beats in list(self.beats):
+                if any(k.startswith(beats.metric_prefix) for k in observed):
+                    beats.query_id = str(event.progress.id)
+                    beats.observe(observed)
+
+        def onQueryIdle(self, event: Any) -> None:  # noqa: N802
+            for beats in list(self.beats):
+                if beats.query_id in (None, str(event.id)):
+                    beats.check()
+
+        def onQueryTerminated(self, event: Any) -> None:  # noqa: N802
+            self.beats = [b for b in self.beats if b.query_id != str(event.id)]
+
+    with _LISTENERS_LOCK:
+        key = id(spark)
+        if key not in _LISTENERS:
+            _LISTENERS[key] = _IdleListener()
+            spark.streams.addListener(_LISTENERS[key])
+        return _LISTENERS[key]
+
+
+def with_heartbeats(sides: Sequence[tuple[Any, str]], timeouts_ms: Sequence[int | None],
+                    location: str | os.PathLike[str] | None,
+                    names: Sequence[str] = ("left", "right"),
+                    ) -> tuple[list[tuple[Any, str]], Heartbeats | None]:
+    """Union each input that has an idle timeout with its heartbeats (module docstring).
+
+    Args:
+        sides: Each input (event time ready) with its event-time column.
+        timeouts_ms: Each input's idle timeout (ms), or None.
+        location: The heartbeat folder; required when any timeout is set.
+        names: The inputs' names (sub-folders, metrics, progress).
+
+    Returns:
+        The inputs (each watched one with a clock, the tick column and its heartbeats; every
+        one ``observe``-d), and the :class:`Heartbeats` (None without any timeout).
+
+    Raises:
+        ConfigError: A timeout is set without ``location``.
+    """
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    if all(t is None for t in timeouts_ms):
+        return list(sides), None
+    if location is None:
+        watched = [n for n, t in zip(names, timeouts_ms, strict=True) if t is not None]
+        msg = (f"`{watched[0]}_idle_timeout_ms` is set but there is no folder for its "
+               f"heartbeats: pass heartbeat_location='/path/to/folder' (a folder the query "
+               f"owns, e.g. next to its checkpoint; it must survive restarts)")
+        raise ConfigError(msg)
+    beats = Heartbeats(location, dict(zip(names, timeouts_ms, strict=True)))
+    out = []
+    for (df, et), name, timeout in zip(sides, names, timeouts_ms, strict=True):
+        clocked = df if CLOCK_COLUMN in df.columns else df.withColumn(CLOCK_COLUMN,
+                                                                       F.col(f"`{et}`"))
+        if TICK_COLUMN not in clocked.columns:
+            clocked = clocked.withColumn(TICK_COLUMN, F.lit(None).cast(T.BooleanType()))
+        tick = F.coalesce(F.col(TICK_COLUMN), F.lit(False))
+        observed = clocked.observe(
+            beats.metric(name),
+            F.sum(F.when(~tick, 1).otherwise(0)).alias("rows"),
+            F.max(F.unix_micros(F.col(CLOCK_COLUMN))).alias("max_clock"),
+        )
+        if timeout is None:
+            out.append((observed, et))
+            continue
+        heartbeats = (df.sparkSession.readStream.schema(clocked.schema)
+                      .option("cleanSource", "delete")
+                      .parquet(str(beats.folder(name))))
+        out.append((observed.unionByName(heartbeats), et))
+    beats.check()
+    beats.listen(sides[0][0].sparkSession)
+    return out, beats
