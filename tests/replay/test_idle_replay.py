@@ -193,3 +193,55 @@ def test_a_table_that_stops_changing_keeps_the_final_join_flowing(spark, tmp_pat
     emitted = sorted(r["left_ts"] for b in got.values() for r in b)
     assert emitted == [at(10), at(20)]
     assert all(r["right_v"] == "a" for b in got.values() for r in b)
+
+
+def test_a_running_query_emits_the_unpaid_rows_once_the_timeout_passes(spark, tmp_path):
+    """The listener path, in real processing time, on a query that keeps running.
+
+    The right input delivers one row, then nothing. The unpaid left row comes out no
+    sooner than ``right_idle_timeout_ms`` after the right input's last micro-batch, and
+    within that timeout plus a few micro-batches (a heartbeat written after a micro-batch
+    or while the query waits for data, read by the next trigger, then Spark's no-data batch).
+    """
+    import time
+
+    timeout_ms = 3_000
+    spec = Join(left_keys=["k"], right_keys=["k"], how="left", time_window_ms=5_000,
+                event_time_column="ts", right_idle_timeout_ms=timeout_ms)
+    for d in ("left", "right"):
+        (tmp_path / d).mkdir()
+    seen: list[tuple[float, dict]] = []
+
+    def collect(df, _batch_id):  # noqa: ANN001
+        arrived = time.monotonic()
+        seen.extend((arrived, r.asDict()) for r in df.collect())
+
+    spark.conf.set("spark.sql.streaming.noDataProgressEventInterval", "200")
+    try:
+        frames = [spark.readStream.schema(SCHEMA).parquet(str(tmp_path / d))
+                  for d in ("left", "right")]
+        out = stream_join(*frames, spec, heartbeat_location=str(tmp_path / "beats"))
+        query = (out.writeStream.foreachBatch(collect)
+                 .option("checkpointLocation", str(tmp_path / "ckpt"))
+                 .trigger(processingTime="250 milliseconds").start())
+        try:
+            write_parquet_rows(tmp_path / "right" / "0.parquet", [row(1, 10)], SCHEMA, 1.7e9)
+            write_parquet_rows(tmp_path / "left" / "0.parquet", [row(1, 10), row(2, 20)],
+                               SCHEMA, 1.7e9)
+            query.processAllAvailable()
+            right_last = time.monotonic()
+            write_parquet_rows(tmp_path / "left" / "1.parquet", [row(3, 60)], SCHEMA, 1.7e9 + 1)
+            query.processAllAvailable()
+            deadline = right_last + timeout_ms / 1000 + 20
+            while time.monotonic() < deadline and not any(r["left_k"] == 2 for _, r in seen):
+                time.sleep(0.1)
+        finally:
+            query.stop()
+    finally:
+        spark.conf.unset("spark.sql.streaming.noDataProgressEventInterval")
+    unpaid = [(t, r) for t, r in seen if r["left_k"] == 2]
+    assert len(unpaid) == 1, seen
+    assert unpaid[0][1]["right_k"] is None
+    print(f"unpaid row {unpaid[0][0] - right_last:.2f} s after the right input's last batch")
+    # Measured here: 4.2 s for a 3 s timeout (250 ms triggers).
+    assert timeout_ms / 1000 - 0.5 <= unpaid[0][0] - right_last <= timeout_ms / 1000 + 10
