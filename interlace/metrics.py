@@ -108,6 +108,9 @@ class PipelineMetrics:
       cannot hold; docs/reliability.md, "Hostile input").
     * ``interlace_malformed_rows_total`` (counter): JSON / CSV records with a field Spark could
       not parse (kept with the field NULL; the raw record goes with dead letters).
+    * ``interlace_source_idle_since_seconds`` (gauge; ``source``): for a join input with
+      ``idle_timeout_ms``, when it became idle (seconds since the epoch), 0 while active
+      (docs/idle-inputs.md).
     """
 
     def __init__(self, pipeline: str, kind: str) -> None:
@@ -142,6 +145,10 @@ class PipelineMetrics:
             Counter, "interlace_rows_dropped", "Input rows removed without output", "reason")
         self.malformed = metric(
             Counter, "interlace_malformed_rows", "Records with a field Spark could not parse")
+        self.idle_since = metric(
+            Gauge, "interlace_source_idle_since_seconds",
+            "When an idle join input became idle (seconds since epoch; 0 while active)",
+            "source")
         self._seen: dict[str, int] = {}
 
     def stage(self, pipeline: str, kind: str) -> PipelineMetrics:
@@ -221,6 +228,10 @@ class PipelineMetrics:
         """Count one micro-batch's malformed records (observed at the sources)."""
         if rows:
             self.malformed.labels(self.pipeline).inc(rows)
+
+    def set_idle(self, source: str, since_seconds: float | None) -> None:
+        """Set a join input's idle gauge: since when it is idle, or 0 while active."""
+        self.idle_since.labels(self.pipeline, source).set(since_seconds or 0)
 
     def set_watermark(self, source: str, seconds: float) -> None:
         """Set a watermark gauge (``source="_global"`` for the operator's ``wm``)."""

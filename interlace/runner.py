@@ -9,6 +9,7 @@ uninterrupted result.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import json
 import signal
@@ -122,6 +123,26 @@ def _tracks_malformed(src: Any) -> bool:
     )
 
 
+#: How many times an availableNow run is started again to read the heartbeats it wrote.
+_IDLE_RERUNS = 2
+
+
+def with_idle_sources(pipeline: Any) -> Any:
+    """The pipeline's join spec with its sources' ``idle_timeout_ms`` (where it has none)."""
+    spec = pipeline.join
+    changes = {}
+    for side, name in (("left", pipeline.left_source), ("right", pipeline.right_source)):
+        timeout = pipeline.source(name).idle_timeout_ms
+        if timeout is not None and getattr(spec, f"{side}_idle_timeout_ms") is None:
+            changes[f"{side}_idle_timeout_ms"] = timeout
+    return dataclasses.replace(spec, **changes) if changes else spec
+
+
+def heartbeat_folder(pipeline: Any, base: Path) -> Path:
+    """Where an idle input's heartbeats live: ``heartbeats/`` in the query's checkpoint."""
+    return Path(pipeline.checkpoint_folder(base)) / "heartbeats"
+
+
 def build_query_input(
     spark: Any,
     pipeline: Any,
@@ -163,11 +184,13 @@ def build_query_input(
             df = df.observe(f"src_{src.name}", *observed)
         frames[src.name] = df
     if pipeline.join is not None:
-        out = join_kind(pipeline.join).apply(  # stream_join, stream_table_join, ...
+        spec = with_idle_sources(pipeline)
+        out = join_kind(spec).apply(  # stream_join, stream_table_join, ...
             frames[pipeline.left_source],
             frames[pipeline.right_source],
-            pipeline.join,
+            spec,
             counters=counters,
+            heartbeat_location=str(heartbeat_folder(pipeline, base)),
         )
         # The raw record stays in dead letters (their `row`), not in the joined rows.
         return out.drop(*[c for c in out.columns if c.endswith(CORRUPT_RECORD)])
@@ -234,9 +257,13 @@ class _Progress:
         return f"{shown} (Spark's {spark_wm})"
 
     def batch(
-        self, p: dict[str, Any], output_rows: int, late: int, dropped: int, malformed: int
+        self, p: dict[str, Any], output_rows: int, late: int, dropped: int, malformed: int,
+        idle: dict[str, float | None] | None = None,
     ) -> None:
-        """Print one micro-batch: ``late`` so far; ``dropped`` and ``malformed`` in this batch."""
+        """Print one micro-batch: ``late`` so far; ``dropped`` and ``malformed`` in this batch.
+
+        ``idle``: each join input with an idle timeout -> since when it is idle (s), or None.
+        """
         ops = p.get("stateOperators") or [{}]
         line = (
             f"[{self.name}] batch {p['batchId']}: in {p.get('numInputRows', 0)} rows, "
@@ -245,6 +272,11 @@ class _Progress:
             f"state {sum(int(o.get('numRowsTotal') or 0) for o in ops)} groups / "
             f"{sum(int(o.get('memoryUsedBytes') or 0) for o in ops)} bytes"
         )
+        quiet = {s: t for s, t in (idle or {}).items() if t is not None}
+        if quiet:
+            line += ", idle " + ", ".join(
+                f"{s} since {_dt.datetime.fromtimestamp(t, _dt.timezone.utc):%H:%M:%S}Z"
+                for s, t in sorted(quiet.items()))
         if self.tty:
             self.out.write("\r\033[K" + line)
         else:
@@ -453,6 +485,7 @@ class _StageQuery:
             if not p.get("stateOperators") and not int(p.get("numInputRows") or 0):
                 continue  # no batch ran (a rerun with no new data): nothing to report
             totals = dict(self.acc.value)
+            p = self._without_heartbeats(p)
             metrics.update_counters(totals, late_policy)
             metrics.update_progress(p, self.written.get(bid, 0))
             malformed = 0
@@ -487,15 +520,65 @@ class _StageQuery:
             dropped = spark_dropped + op_dropped - self.dropped_before
             self.dropped_before = op_dropped
             metrics.add_malformed(malformed)
+            idle = self._idle_sources(p)
+            for src, since in idle.items():
+                metrics.set_idle(src, since)
             if self.reporter is not None:
                 late = self.late_at.get(bid, _late_rows(totals))
-                self.reporter.batch(p, self.written.get(bid, 0), late, dropped, malformed)
+                self.reporter.batch(p, self.written.get(bid, 0), late, dropped, malformed,
+                                    idle)
+
+    def heartbeats_unread(self) -> bool:
+        """Whether the finished availableNow query wrote heartbeats it could not read.
+
+        Spark's file source lists an ``availableNow`` run's files when it starts; a heartbeat
+        written during the run (an input went idle meanwhile) waits for the next run, which
+        ``run_pipeline`` starts at once (docs/idle-inputs.md).
+        """
+        from interlace.operators.common.idle import heartbeats_at
+
+        if self.pipeline.join is None:
+            return False
+        beats = heartbeats_at(heartbeat_folder(self.pipeline, self.base))
+        return beats is not None and beats.written_since_start > 0
+
+    def _without_heartbeats(self, progress: dict[str, Any]) -> dict[str, Any]:
+        """``progress`` with ``numInputRows`` less the heartbeats read (no input rows)."""
+        if self.pipeline.join is None:
+            return progress
+        folder = str(heartbeat_folder(self.pipeline, self.base).resolve())
+        beats = sum(int(s.get("numInputRows") or 0) for s in progress.get("sources") or []
+                    if folder in str(s.get("description", "")))
+        if not beats:
+            return progress
+        return {**progress, "numInputRows": int(progress.get("numInputRows") or 0) - beats}
+
+    def _idle_sources(self, progress: dict[str, Any]) -> dict[str, float | None]:
+        """Each join input with an idle timeout -> since when it is idle (s), None if active.
+
+        The listener may not have seen ``progress`` yet: it is fed here too (the same
+        batch twice changes nothing), so the line agrees with the batch it reports.
+        """
+        from interlace.operators.common.idle import heartbeats_at
+
+        p = self.pipeline
+        if p.join is None:
+            return {}
+        beats = heartbeats_at(heartbeat_folder(p, self.base))
+        if beats is None:
+            return {}
+        beats.observe(progress.get("observedMetrics") or {})
+        names = {"left": p.left_source, "right": p.right_source}
+        return {names[side]: (None if since is None else since / 1000)
+                for side, since in beats.idle_since_ms().items()
+                if beats.tracker.timeouts_ms.get(side) is not None}
 
     def _source_rows(self, p: dict[str, Any]) -> int:
         """Rows read in one micro-batch from the pipeline's sources (not from channels)."""
         if not self.channel_paths:
             return int(p.get("numInputRows") or 0)
         channels = [str(path.resolve()) for path in self.channel_paths.values()]
+        channels.append(str(heartbeat_folder(self.pipeline, self.base).resolve()))
         return sum(int(src.get("numInputRows") or 0) for src in p.get("sources") or []
                    if not any(c in str(src.get("description", "")) for c in channels))
 
@@ -642,6 +725,11 @@ def run_pipeline(
                     break
                 launch(q)
                 watch([q])
+                for _ in range(_IDLE_RERUNS):
+                    if stop.is_set() or not q.heartbeats_unread():
+                        break
+                    launch(q)  # the heartbeats written during the run are its input too
+                    watch([q])
     finally:
         for q in queries:
             q.stop_inner()

@@ -97,6 +97,9 @@ class Source:
             operator's event-time column, and the two must agree.
         time_mode: ``"event"`` or ``"processing"``; must agree with the operator's.
         sql: A Spark SQL pre-stage over the source, registered as the view ``source``.
+        idle_timeout_ms: For an input of a join: after this long (ms, processing time)
+            without a row the source is idle, and left out of the watermark's minimum until
+            it delivers again (SEMANTICS §1; docs/idle-inputs.md). None: never idle.
 
     """
 
@@ -108,9 +111,18 @@ class Source:
     event_time_column: str | None = None
     time_mode: TimeMode = "event"
     sql: str | None = None
+    idle_timeout_ms: int | None = None
 
     def __post_init__(self) -> None:
         check_name("name", self.name)
+        t = self.idle_timeout_ms
+        if t is not None and (isinstance(t, bool) or not isinstance(t, int) or t <= 0):
+            msg = (
+                f"`idle_timeout_ms` must be a positive int of milliseconds (got {t!r}): how "
+                "long the source may deliver no row before it is left out of the watermark's "
+                "minimum; remove it for a source that is never idle"
+            )
+            raise ConfigError(msg)
         check_literal("format", self.format, SourceFormat)
         check_literal("time_mode", self.time_mode, TimeMode)
         for fname in ("path", "schema", "event_time_column", "sql"):

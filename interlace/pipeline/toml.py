@@ -188,7 +188,8 @@ def _value(value: Any, *, inline: bool = False) -> Item:
 
 # Key order in the TOML (seed order); fields not listed follow in declaration order.
 _KEY_ORDER: dict[type, tuple[str, ...]] = {
-    Source: ("name", "format", "path", "schema", "event_time_column", "time_mode", "sql"),
+    Source: ("name", "format", "path", "schema", "event_time_column", "time_mode", "sql",
+             "idle_timeout_ms"),
     Window: (
         "kind",
         "duration_ms",

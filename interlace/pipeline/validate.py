@@ -226,6 +226,34 @@ def check_unique_sources(sources: Sequence[Source]) -> None:
         seen[s.name] = i
 
 
+def _check_idle_sources(p: PipelineLike) -> None:
+    """A source's ``idle_timeout_ms`` needs a join to read it, and agrees with the join's."""
+    for i, src in enumerate(p.sources):
+        if src.idle_timeout_ms is None:
+            continue
+        side = None
+        if p.join is not None:
+            side = {p.left_source: "left", p.right_source: "right"}.get(src.name)
+        if side is None:
+            raise err(
+                ("sources", i),
+                "idle_timeout_ms",
+                f"source {src.name!r} has `idle_timeout_ms`, but no join reads it: only an "
+                "input of a join is left out of the watermark's minimum when idle (a window "
+                "or an aggregation has one input, whose watermark is its own); remove it",
+            )
+        assert p.join is not None
+        field = f"{side}_idle_timeout_ms"
+        own = getattr(p.join, field, None)
+        if own is not None and own != src.idle_timeout_ms:
+            raise err(
+                ("sources", i),
+                "idle_timeout_ms",
+                f"`idle_timeout_ms`={src.idle_timeout_ms} of source {src.name!r} disagrees "
+                f"with the join's `{field}`={own}; set one of them",
+            )
+
+
 def validate(p: PipelineLike) -> None:
     """Check the pipeline as a whole; raise the first problem found."""
     check_unique_sources(p.sources)
@@ -251,6 +279,7 @@ def validate(p: PipelineLike) -> None:
             "the pipeline has no operator: add a [transform.join], a [transform.window] "
             "or a [transform.aggregate] table (`join`, `window` or `aggregate`)",
         )
+    _check_idle_sources(p)
     if p.join is not None:
         _validate_join(p)
     elif p.window is not None:

@@ -47,7 +47,7 @@ from typing import Any
 from interlace.operators.common.names import CLOCK_COLUMN, TICK_COLUMN
 from interlace.operators.errors import ConfigError
 
-__all__ = ["Heartbeats", "IdleTracker", "InputClock", "with_heartbeats"]
+__all__ = ["Heartbeats", "IdleTracker", "InputClock", "heartbeats_at", "with_heartbeats"]
 
 _STATE = "_idle.json"
 
@@ -127,21 +127,26 @@ class IdleTracker:
     def due(self, now_ms: int) -> dict[str, int]:
         """Input -> the stamp (µs) of the heartbeat it needs now; empty if none does.
 
-        The stamp is the least clock among the active inputs; none while every input is
-        idle or an active input has no clock yet (Spark then holds ``W`` at 0 anyway). An
-        idle input needs one when the stamp is past what its watermark node has seen in this
-        run (:attr:`run_clock_us`).
+        Each input's watermark node should have seen the input's greatest clock, and an idle
+        one also the least greatest clock among the active inputs (none while every input is
+        idle or an active one has had no row: Spark then holds ``W`` at 0 anyway). A heartbeat
+        is due where that is past what the node has seen in this run (:attr:`run_clock_us`):
+        for an idle input as the active ones move, and for every input after a restart,
+        which Spark's per-input watermarks do not survive (its own greatest clock: the
+        *restore* heartbeat, so ``W`` moves again without waiting for every input's next row).
         """
         idle = self.idle_since_ms(now_ms)
         active = [self.clocks[n].clock_us for n, since in idle.items() if since is None]
-        if not active or any(c is None for c in active):
-            return {}
-        target = min(c for c in active if c is not None)
+        target = (min(c for c in active if c is not None)
+                  if active and all(c is not None for c in active) else None)
         due = {}
         for name, since in idle.items():
+            want = self.clocks[name].clock_us
+            if since is not None and target is not None:
+                want = _greatest(want, target)
             seen = self.run_clock_us[name]
-            if since is not None and (seen is None or target > seen):
-                due[name] = target
+            if want is not None and (seen is None or want > seen):
+                due[name] = want
         return due
 
     def stamped(self, name: str, stamp_us: int) -> None:
@@ -166,12 +171,16 @@ class Heartbeats:
         self.clock = clock or (lambda: _now_ms())
         self.metric_prefix = f"interlace_idle_{uuid.uuid4().hex[:12]}_"
         self.query_id: str | None = None
+        #: Heartbeats written since :meth:`arm` (after the query's start): an ``availableNow``
+        #: run has listed its files by then and reads them only in the next run.
+        self.written_since_start = 0
+        self._armed = False
         self._lock = threading.Lock()
         self.location.mkdir(parents=True, exist_ok=True)
-        for name, timeout in timeouts_ms.items():
-            if timeout is not None:
-                (self.location / name).mkdir(exist_ok=True)
+        for name in timeouts_ms:
+            (self.location / name).mkdir(exist_ok=True)
         self.tracker = self._load(timeouts_ms)
+        _BY_LOCATION[str(self.location.resolve())] = self
 
     def folder(self, name: str) -> Path:
         """The folder of ``name``'s heartbeat files."""
@@ -189,6 +198,17 @@ class Heartbeats:
         saved = json.loads(path.read_text())
         clocks = {name: InputClock(**saved[name]) if name in saved else InputClock(now)
                   for name in timeouts_ms}
+        # A query restarted in this process: its previous run's listener may not have saved
+        # its last micro-batch yet, but it holds it.
+        previous = _BY_LOCATION.get(str(self.location.resolve()))
+        if previous is not None:
+            with previous._lock:
+                for name, clock in clocks.items():
+                    old = previous.tracker.clocks.get(name)
+                    if old is not None:
+                        clock.last_active_ms = max(clock.last_active_ms, old.last_active_ms)
+                        clock.max_clock_us = _greatest(clock.max_clock_us, old.max_clock_us)
+                        clock.stamped_us = _greatest(clock.stamped_us, old.stamped_us)
         return IdleTracker(timeouts_ms, clocks)
 
     def _save(self) -> None:
@@ -217,8 +237,13 @@ class Heartbeats:
             for name, stamp in due.items():
                 _write_heartbeat(self.folder(name), stamp)
                 self.tracker.stamped(name, stamp)
+                self.written_since_start += self._armed
             self._save()
         return due
+
+    def arm(self) -> None:
+        """Count the heartbeats written from now on (:attr:`written_since_start`)."""
+        self._armed = True
 
     def idle_since_ms(self) -> dict[str, int | None]:
         """Input -> since when it is idle (processing time, ms), or None while active."""
@@ -249,6 +274,14 @@ def _write_heartbeat(folder: Path, stamp_us: int) -> None:
     os.replace(tmp, folder / name)
 
 
+_BY_LOCATION: dict[str, Heartbeats] = {}
+
+
+def heartbeats_at(location: str | os.PathLike[str]) -> Heartbeats | None:
+    """The :class:`Heartbeats` last prepared with ``location`` in this process, if any."""
+    return _BY_LOCATION.get(str(Path(location).resolve()))
+
+
 _LISTENERS: dict[int, Any] = {}
 _LISTENERS_LOCK = threading.Lock()
 
@@ -259,7 +292,7 @@ def _listener(spark: Any) -> Any:
     Each is fed the progress of the query whose observed metrics carry its names; once that
     query terminates it is dropped. While the query waits for data, each is checked.
     """
-    from pyspark.sql.streaming import StreamingQueryListener
+    from pyspark.sql.streaming.listener import StreamingQueryListener
 
     class _IdleListener(StreamingQueryListener):  # type: ignore[misc]
         def __init__(self) -> None:
@@ -315,6 +348,7 @@ def with_heartbeats(sides: Sequence[tuple[Any, str]], timeouts_ms: Sequence[int 
 
     if all(t is None for t in timeouts_ms):
         return list(sides), None
+    # Every input gets heartbeats (an active one only its restore heartbeat after a restart).
     if location is None:
         watched = [n for n, t in zip(names, timeouts_ms, strict=True) if t is not None]
         msg = (f"`{watched[0]}_idle_timeout_ms` is set but there is no folder for its "
@@ -323,7 +357,7 @@ def with_heartbeats(sides: Sequence[tuple[Any, str]], timeouts_ms: Sequence[int 
         raise ConfigError(msg)
     beats = Heartbeats(location, dict(zip(names, timeouts_ms, strict=True)))
     out = []
-    for (df, et), name, timeout in zip(sides, names, timeouts_ms, strict=True):
+    for (df, et), name in zip(sides, names, strict=True):
         clocked = df if CLOCK_COLUMN in df.columns else df.withColumn(CLOCK_COLUMN,
                                                                        F.col(f"`{et}`"))
         if TICK_COLUMN not in clocked.columns:
@@ -334,13 +368,11 @@ def with_heartbeats(sides: Sequence[tuple[Any, str]], timeouts_ms: Sequence[int 
             F.sum(F.when(~tick, 1).otherwise(0)).alias("rows"),
             F.max(F.unix_micros(F.col(CLOCK_COLUMN))).alias("max_clock"),
         )
-        if timeout is None:
-            out.append((observed, et))
-            continue
         heartbeats = (df.sparkSession.readStream.schema(clocked.schema)
                       .option("cleanSource", "delete")
                       .parquet(str(beats.folder(name))))
         out.append((observed.unionByName(heartbeats), et))
     beats.check()
+    beats.arm()
     beats.listen(sides[0][0].sparkSession)
     return out, beats

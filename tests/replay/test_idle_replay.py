@@ -74,6 +74,12 @@ def run_idle(spark, tmp: Path, monkeypatch, build, runs):  # noqa: ANN001, ANN20
         query = (build(*frames, str(beats)).writeStream.foreachBatch(write)
                  .option("checkpointLocation", str(ckpt)).trigger(availableNow=True).start())
         query.awaitTermination()
+        # Feed the run's progress before the next run reads _idle.json, as `interlace run`
+        # does: the listener sees it too, but maybe only after the next run has started.
+        beats_of_run = idle.heartbeats_at(beats)
+        for p in query.recentProgress:
+            if beats_of_run is not None:
+                beats_of_run.observe(p["observedMetrics"] or {})
         for p in query.recentProgress:
             raw = (p["eventTime"] or {}).get("watermark", "1970-01-01T00:00:00.000Z")
             wm = dt.datetime.strptime(raw, "%Y-%m-%dT%H:%M:%S.%fZ")

@@ -35,7 +35,9 @@ _FENCE = re.compile(r"^```toml\n(.*?)^```", re.S | re.M)
 
 # Fields added after the goldens were written: left out of a dump while at their default, so
 # every golden still describes its pipeline whole (a chain's stages are in its dump).
-_LATER_FIELDS = {"stages": (), "aggregate": None, "aggregate_source": None}
+_LATER_FIELDS = {"stages": (), "aggregate": None, "aggregate_source": None,
+                 "idle_timeout_ms": None, "left_idle_timeout_ms": None,
+                 "right_idle_timeout_ms": None}
 
 
 def dump(obj: Any) -> Any:

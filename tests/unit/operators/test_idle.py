@@ -75,7 +75,9 @@ def test_a_restart_stamps_an_idle_input_again(tmp_path) -> None:  # noqa: ANN001
     assert saved["right"]["stamped_us"] == 60 * S
     restarted = Heartbeats(tmp_path, {"left": None, "right": 1_000}, clock=lambda: now[0])
     assert restarted.idle_since_ms() == {"left": None, "right": 1_000}
-    assert restarted.check() == {"right": 60 * S}
+    # Both: the idle right again, and the active left its own clock (restored).
+    assert restarted.check() == {"left": 60 * S, "right": 60 * S}
+    assert restarted.check() == {}
     assert len(list((tmp_path / "right").glob("heartbeat-*.parquet"))) == 2
     # Names never repeat: Spark's file source would skip a path it has seen.
     assert len({p.name for p in (tmp_path / "right").glob("heartbeat-*")}) == 2
@@ -110,9 +112,12 @@ def test_random_histories_match_the_oracle_rule(seed: int) -> None:
         assert idle == {n for n in names if timeouts[n] is not None
                         and now - last_row[n] >= timeouts[n]}
         due = tracker.due(now)
-        # Written exactly when the oracle's stamp is past what the node has seen this run.
-        assert due == {n: s for n, s in expected.items()
-                       if run_clock[n] is None or s > run_clock[n]}
+        # Each node should have seen its input's greatest clock, an idle one also the
+        # oracle's stamp: written exactly where that is past what it has seen this run.
+        want = {n: max([c for c in (max_clock[n], expected.get(n)) if c is not None],
+                       default=None) for n in names}
+        assert due == {n: w for n, w in want.items() if w is not None
+                       and (run_clock[n] is None or w > run_clock[n])}
         for n, stamp in due.items():
             tracker.stamped(n, stamp)
             max_clock[n] = max(c for c in (max_clock[n], stamp) if c is not None)
