@@ -294,7 +294,7 @@ def _listener(spark: Any) -> Any:
     """
     from pyspark.sql.streaming.listener import StreamingQueryListener
 
-    class _IdleListener(StreamingQueryListener):  # type: ignore[misc]
+    class _IdleListener(StreamingQueryListener):
         def __init__(self) -> None:
             self.beats: list[Heartbeats] = []
 
