@@ -15,13 +15,14 @@ Pipelines: the join (``how = "full"``, late rows to a dead-letter table), the se
 (``late_data = "reopen"``: revisions and a retraction), the stream-table, table-table and
 foreign-key joins, a chain (``examples/paid_sessions.toml``: a join, then session windows
 over its output through a channel, SEMANTICS §11) and a table aggregation
-(``examples/accounts_per_region.toml``: two queries and a channel, SEMANTICS §10); on the
-HDFS-backed and the RocksDB state store.
+(``examples/accounts_per_region.toml``: two queries and a channel, SEMANTICS §10) and a
+join whose payments input goes idle (``examples/quiet_payments.toml``: heartbeats, SEMANTICS
+§1); on the HDFS-backed and the RocksDB state store.
 
 CI runs seven kills (each crash point once, each must fire) on the join (HDFS), the window
 (RocksDB with changelog checkpointing), the foreign-key join (RocksDB), the chain
-(RocksDB: after its channel write, between its stages) and the table aggregation (HDFS:
-inside its first query, after a channel write).
+(RocksDB: after its channel write, between its stages), the table aggregation (HDFS:
+inside its first query, after a channel write) and the idle input (RocksDB: while idle).
 ``INTERLACE_CRASH_MATRIX=full`` runs the full matrix: every pipeline on both stores, ten
 seeded kills each (twenty per pipeline), over fresh trials until each kill has found a run to
 interrupt; ``INTERLACE_CRASH_REPORT=<file>`` appends each case's trials to that file
@@ -205,6 +206,21 @@ def check_aggregate(tables: dict[str, list[dict]]) -> None:
     assert got == final and len(got) == 3
 
 
+def setup_idle(folder: Path, spark) -> str:
+    """examples/quiet_payments.toml: the payments input goes idle, heartbeats move W."""
+    runpy.run_path(str(EXAMPLES / "quiet_payments_data.py"))["write"](folder)
+    shutil.copy(EXAMPLES / "quiet_payments.toml", folder / "quiet_payments.toml")
+    return "quiet_payments.toml"
+
+
+def check_idle(tables: dict[str, list[dict]]) -> None:
+    """Paid orders 1-3; unpaid 4-10 (W reaches the last order's 10:05 once payments idle)."""
+    rows = tables["orders_payments"]
+    assert sorted(r["order_id"] for r in rows if r["payment_id"] is not None) == [1, 2, 3]
+    assert sorted(r["order_id"] for r in rows if r["payment_id"] is None) == list(range(4, 11))
+    assert not tables.get("late_payments")
+
+
 def no_check(tables: dict[str, list[dict]]) -> None:
     """The table joins' inputs are checked against their oracles in other modules."""
     assert any(tables.values())
@@ -220,6 +236,8 @@ PIPELINES = {
     "chain": (setup_chain, check_chain, (*NO_DLQ, *CHAIN_POINTS), "rocksdb"),
     # The first query's micro-batch in its channel: "channel-written" (as a chain's).
     "aggregate": (setup_aggregate, check_aggregate, (*NO_DLQ, "channel-written"), "hdfs"),
+    # An idle input (issue 33): killed while the payments are idle, restarted from there.
+    "idle": (setup_idle, check_idle, NO_DLQ, "rocksdb"),
 }
 # CI: three pipelines on the three stores, each crash point once (every kill costs a JVM start,
 # ~20 s; the timed kills and the stream-table and table-table pipelines run in the full matrix).
@@ -232,6 +250,8 @@ CI_KILLS = {
     "chain": [Kill(point="channel-written", nth=3), Kill(point="stage-started", nth=2)],
     # Inside the table aggregation's first query, after its third micro-batch's channel file.
     "aggregate": [Kill(point="channel-written", nth=3)],
+    # After the fifth micro-batch's commit (two visits a batch): payments idle by then.
+    "idle": [Kill(point="target-committed", nth=11)],
 }
 STORES = {"hdfs": (None, ".delta"), "rocksdb": ("", ".zip"),
           "rocksdb-changelog": ("\nchangelog_checkpointing = true", ".changelog")}
@@ -244,7 +264,9 @@ KILL_SECONDS = {"window": 3.0, "table": 4.5, "foreign_key": 4.5,
                 # 8 s after the first progress line: later kills reach it.
                 "chain": 15.0,
                 # Its first query runs alone first; the second starts some 6 s later.
-                "aggregate": 10.0}
+                "aggregate": 10.0,
+                # Six micro-batches of orders, then a second run for the heartbeats.
+                "idle": 6.0}
 CASES = [(name, store) for name, (*_, ci_store) in PIPELINES.items()
          for store in (("hdfs", "rocksdb") if FULL else (ci_store,)) if FULL or name in CI_KILLS]
 
