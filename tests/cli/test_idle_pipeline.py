@@ -82,3 +82,84 @@ def test_without_the_timeout_the_quiet_payments_hold_every_unpaid_order(spark, t
     assert sorted(r["order_id"] for r in got) == [1, 2, 3]
     assert all(r["payment_id"] is not None for r in got)
     assert "idle" not in progress
+
+
+CHAIN_TOML = """
+name = "quiet-chain"
+
+[[sources]]
+name = "orders"
+format = "parquet"
+path = "data/orders"
+schema = "order_id BIGINT, customer STRING, amount DOUBLE, order_ts TIMESTAMP"
+event_time_column = "order_ts"
+options = { maxFilesPerTrigger = "1" }
+
+[[sources]]
+name = "payments"
+format = "parquet"
+path = "data/payments"
+schema = "payment_id STRING, order_id BIGINT, paid DOUBLE, pay_ts TIMESTAMP"
+event_time_column = "pay_ts"
+options = { maxFilesPerTrigger = "1" }
+IDLE
+
+[[stages]]
+name = "paid"
+
+[stages.transform.join]
+kind = "stream_stream_join"
+left_source = "orders"
+right_source = "payments"
+left_keys = ["order_id"]
+right_keys = ["order_id"]
+how = "left"
+lower_ms = 0
+upper_ms = 600_000
+left_prefix = ""
+right_prefix = ""
+output_left_columns = ["order_id", "order_ts"]
+output_right_columns = ["payment_id"]
+
+[[stages]]
+name = "per_half_hour"
+
+[stages.transform.window]
+source = "paid"
+kind = "tumbling"
+duration_ms = 1_800_000
+event_time_column = "order_ts"
+max_groups_per_window = 1_000
+
+[[stages.transform.window.aggregations]]
+agg = "count"
+as = "orders"
+
+[target]
+kind = "duckdb"
+path = "out/chain.duckdb"
+table = "per_half_hour"
+"""
+
+
+@pytest.mark.parametrize("idle_timeout", [True, False])
+def test_a_window_behind_the_join_keeps_flowing_when_payments_go_quiet(spark, tmp_path, ticking,
+                                                                       idle_timeout):
+    """A chain: the join, then 30-minute windows over its output (SEMANTICS §11).
+
+    With payments idle the join's watermark reaches 10:05, the window stage's (its channel's
+    clock, less the join's 10-minute lag on ``order_ts``) 09:55: the 09:00-09:30 window closes
+    with its six orders (three paid, three written unpaid). Without the timeout the join's
+    watermark stays at 09:15 and no window closes.
+    """
+    data.write(tmp_path)
+    (tmp_path / "c.toml").write_text(CHAIN_TOML.replace(
+        "IDLE", "idle_timeout_ms = 2_000" if idle_timeout else ""))
+    run_here(spark, tmp_path, "c.toml")
+    db = tmp_path / "out" / "chain.duckdb"
+    got = rows_of(read_table(db, "per_half_hour")) if db.exists() else []
+    if idle_timeout:
+        assert [(r["window_start"], r["window_end"], r["orders"]) for r in got] == [
+            (dt.datetime(2026, 1, 1, 9, 0), dt.datetime(2026, 1, 1, 9, 30), 6)]
+    else:
+        assert got == []

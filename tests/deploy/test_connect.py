@@ -184,3 +184,48 @@ def test_input_checks_work_over_connect(connect_spark, tmp_path):
         stream_join(stream, stream, Join(**{**ok, "event_time_column": "v"}))
     with pytest.raises(ConfigError, match="must be a streaming DataFrame"):
         stream_join(connect_spark.range(3), stream, Join(**ok))
+
+
+def test_an_idle_input_gets_its_heartbeats_over_connect(connect_spark, tmp_path, monkeypatch):
+    """Idle inputs (docs/idle-inputs.md) over Spark Connect: the listener runs in the client.
+
+    A left outer join whose right input stops after its first file: the second run (5 s of
+    processing time later) stamps the right input with the left's clock, and the unpaid 00:20
+    row is written.
+    """
+    from interlace.operators.common import idle
+    from interlace.testing.replay import write_parquet_rows
+
+    spec = Join(left_keys=["id"], right_keys=["id"], how="left", time_window_ms=5_000,
+                event_time_column="ts", right_idle_timeout_ms=1_000)
+    runs = [(0, [([(1, 10)], [(1, 10)]), ([(2, 20)], []), ([(3, 60)], [])]),
+            (5_000, [([(4, 61)], [])])]
+    out_dir = str(tmp_path / "out")
+
+    def write(df, batch_id):  # refers to nothing but out_dir: it runs on the server
+        df.write.mode("append").parquet(out_dir)
+
+    for side in ("left", "right"):
+        (tmp_path / side).mkdir()
+    n = 0
+    for now_ms, batches in runs:
+        monkeypatch.setattr(idle, "_now_ms", lambda now=now_ms: now)
+        for left, right in batches:
+            for side, rows in (("left", left), ("right", right)):
+                write_parquet_rows(tmp_path / side / f"{n:04d}.parquet",
+                                   [{"id": i, "v": f"{i}", "ts": at(s)} for i, s in rows],
+                                   JOIN_SCHEMA, 1.7e9 + n)
+            n += 1
+        frames = [connect_spark.readStream.schema(JOIN_SCHEMA).option("maxFilesPerTrigger", 1)
+                  .parquet(str(tmp_path / side)) for side in ("left", "right")]
+        out = stream_join(*frames, spec, heartbeat_location=str(tmp_path / "beats"))
+        query = (out.writeStream.foreachBatch(write)
+                 .option("checkpointLocation", str(tmp_path / "ckpt"))
+                 .trigger(availableNow=True).start())
+        query.awaitTermination()
+        beats = idle.heartbeats_at(tmp_path / "beats")
+        assert beats is not None
+        for p in query.recentProgress:
+            beats.observe(p["observedMetrics"] or {})
+    rows = {(r["left_id"], r["right_id"]) for r in connect_spark.read.parquet(out_dir).collect()}
+    assert rows == {(1, 1), (2, None)}
