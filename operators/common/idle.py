@@ -282,7 +282,6 @@ def heartbeats_at(location: str | os.PathLike[str]) -> Heartbeats | None:
     return _BY_LOCATION.get(str(Path(location).resolve()))
 
 
-_LISTENERS: dict[int, Any] = {}
 _LISTENERS_LOCK = threading.Lock()
 
 
@@ -316,12 +315,13 @@ def _listener(spark: Any) -> Any:
         def onQueryTerminated(self, event: Any) -> None:  # noqa: N802
             self.beats = [b for b in self.beats if b.query_id != str(event.id)]
 
-    with _LISTENERS_LOCK:
-        key = id(spark)
-        if key not in _LISTENERS:
-            _LISTENERS[key] = _IdleListener()
-            spark.streams.addListener(_LISTENERS[key])
-        return _LISTENERS[key]
+    with _LISTENERS_LOCK:  # kept on the session: a new session gets a listener of its own
+        listener = getattr(spark, "_interlace_idle_listener", None)
+        if listener is None:
+            listener = _IdleListener()
+            spark.streams.addListener(listener)
+            spark._interlace_idle_listener = listener
+        return listener
 
 
 def with_heartbeats(sides: Sequence[tuple[Any, str]], timeouts_ms: Sequence[int | None],
