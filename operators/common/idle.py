@@ -224,8 +224,9 @@ class Heartbeats:
             metric = observed.get(self.metric(name))
             if metric is None:
                 continue
-            rows[name] = int(metric["rows"] or 0)
-            clocks[name] = None if metric["max_clock"] is None else int(metric["max_clock"])
+            count, clock = _metric(metric, "rows"), _metric(metric, "max_clock")
+            rows[name] = int(count or 0)
+            clocks[name] = None if clock is None else int(clock)
         with self._lock:
             self.tracker.observe(self.clock(), rows, clocks)
         self.check()
@@ -253,6 +254,18 @@ class Heartbeats:
     def listen(self, spark: Any) -> None:
         """Have the session's listener feed and check these heartbeats (:func:`_listener`)."""
         _listener(spark).beats.append(self)
+
+
+def _metric(row: Any, name: str) -> Any:
+    """One observed value of a progress's ``observedMetrics`` entry (a Row or a dict).
+
+    Spark Connect's ``recentProgress`` holds each as ``Row(values=[...], schema={...})``.
+    """
+    fields = row.asDict() if hasattr(row, "asDict") else dict(row)
+    if set(fields) == {"values", "schema"}:
+        names = [f["name"] for f in fields["schema"]["fields"]]
+        fields = dict(zip(names, fields["values"], strict=True))
+    return fields.get(name)
 
 
 def _write_heartbeat(folder: Path, stamp_us: int) -> None:

@@ -136,3 +136,20 @@ def test_every_two_input_spec_checks_its_idle_timeouts(spec_type, kwargs, value)
     assert spec_type(**base, right_idle_timeout_ms=60_000).right_idle_timeout_ms == 60_000
     with pytest.raises(ConfigError, match="`left_idle_timeout_ms` must be a positive int"):
         spec_type(**base, left_idle_timeout_ms=value)
+
+
+def test_observed_metrics_are_read_in_every_form_spark_gives_them(tmp_path) -> None:  # noqa: ANN001
+    """A dict, a classic Row, and Spark Connect's ``Row(values=..., schema=...)``."""
+    from pyspark.sql import Row
+
+    schema = {"type": "struct", "fields": [{"name": "rows", "type": "long"},
+                                           {"name": "max_clock", "type": "long"}]}
+    beats = Heartbeats(tmp_path, {"left": None, "right": 1_000}, clock=lambda: 0)
+    beats.observe({beats.metric("left"): {"rows": 2, "max_clock": 10 * S},
+                   beats.metric("right"): Row(rows=1, max_clock=20 * S)})
+    assert beats.tracker.clocks["left"].max_clock_us == 10 * S
+    assert beats.tracker.clocks["right"].max_clock_us == 20 * S
+    beats.observe({beats.metric("left"): Row(values=[1, 30 * S], schema=schema),
+                   beats.metric("right"): Row(values=[0, None], schema=schema)})
+    assert beats.tracker.clocks["left"].max_clock_us == 30 * S
+    assert beats.tracker.clocks["right"].max_clock_us == 20 * S
