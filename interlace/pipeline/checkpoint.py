@@ -43,6 +43,9 @@ __all__ = [
 
 SPEC_FILE = "interlace-spec.json"
 _FORMAT = 1
+_IDLE_FIELDS = ("left_idle_timeout_ms", "right_idle_timeout_ms")
+#: The record's entry for a join with idle inputs (their heartbeat sources in the query).
+_IDLE_KEY = "idle inputs (idle_timeout_ms: heartbeat sources)"
 
 
 def _plain(value: Any) -> Any:
@@ -54,7 +57,15 @@ def spec_record(pipeline: Any) -> dict[str, Any]:
     """What the checkpoint of ``pipeline`` depends on: its operator, spec and sources read."""
     spec = pipeline.join if pipeline.join is not None else (
         pipeline.window if pipeline.window is not None else pipeline.aggregate)
-    fields = {f.name: _plain(dataclasses.asdict(spec)[f.name]) for f in dataclasses.fields(spec)}
+    fields = {f.name: _plain(dataclasses.asdict(spec)[f.name]) for f in dataclasses.fields(spec)
+              if f.name not in _IDLE_FIELDS}
+    # An idle timeout's value may change across restarts; turning idleness on or off may not:
+    # it adds or removes the inputs' heartbeat sources (docs/idle-inputs.md), and Spark
+    # continues no checkpoint whose query has other sources. Absent: off (older records).
+    if pipeline.join is not None and (
+            any(getattr(spec, f, None) is not None for f in _IDLE_FIELDS)
+            or any(s.idle_timeout_ms is not None for s in pipeline.sources)):
+        fields[_IDLE_KEY] = True
     sources = {
         s.name: {"format": s.format, "schema": s.schema, "sql": s.sql}
         for s in pipeline.sources

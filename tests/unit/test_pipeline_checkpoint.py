@@ -183,3 +183,26 @@ def test_an_unknown_state_encoding_setting_is_a_config_error_naming_the_setting(
     with pytest.raises(ConfigError, match=r"spark\.interlace\.state\.encoding='zip' is not one "
                                           r"of \['base64', 'binary'\]"):
         state_encoding_of(_Session({STATE_ENCODING_CONF: "zip"}))
+
+
+IDLE = 'event_time_column = "pay_ts"'
+
+
+def test_turning_idle_inputs_on_or_off_is_refused_but_the_timeout_may_change(tmp_path):
+    """Idle timeouts add heartbeat sources to the query, which Spark cannot add to a
+    checkpoint: on / off is a changed spec, the timeout's value is not (docs/idle-inputs.md).
+    A record written before the field existed reads as off."""
+    assert IDLE in JOIN_TOML
+    off = Pipeline.from_toml(JOIN_TOML)
+    on = Pipeline.from_toml(JOIN_TOML.replace(IDLE, IDLE + "\nidle_timeout_ms = 60_000"))
+    longer = Pipeline.from_toml(JOIN_TOML.replace(IDLE, IDLE + "\nidle_timeout_ms = 90_000"))
+    assert "left_idle_timeout_ms" not in spec_record(off)["spec"]
+    record_checkpoint(on, tmp_path)
+    check_checkpoint(longer, tmp_path)
+    with pytest.raises(ConfigError) as err:
+        check_checkpoint(off, tmp_path)
+    assert "idle inputs (idle_timeout_ms: heartbeat sources): true -> (absent)" in str(err.value)
+    other = tmp_path / "other"
+    record_checkpoint(off, other)
+    with pytest.raises(ConfigError, match=r"heartbeat sources\): \(absent\) -> true"):
+        check_checkpoint(on, other)
