@@ -9,7 +9,6 @@ uninterrupted result.
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as _dt
 import json
 import signal
@@ -21,6 +20,14 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from interlace.faults import crash_point
+from interlace.idle_run import (
+    IDLE_RERUNS,
+    heartbeat_folder,
+    heartbeats_unread,
+    idle_sources,
+    with_idle_sources,
+    without_heartbeats,
+)
 from interlace.operators.common.names import CLOCK_COLUMN, DEAD_LETTER_COLUMN, TICK_COLUMN
 from interlace.operators.errors import ConfigError
 from interlace.pipeline.checkpoint import check_checkpoint, record_checkpoint, state_encoding_for
@@ -40,6 +47,9 @@ class RunSummary:
     Of a chain: ``batches``, ``input_rows`` (read from sources, not channels), dead letters,
     drops and malformed records summed over its stages, ``output_rows`` of the last stage,
     ``counters`` as ``STAGE.NAME``, and each stage's own summary in ``stages``.
+
+    ``idle``: each join source with ``idle_timeout_ms`` -> since when it is idle (seconds
+    since the epoch) at the run's end, or None while active (docs/idle-inputs.md).
     """
 
     batches: int = 0
@@ -52,6 +62,7 @@ class RunSummary:
     stopped_by_user: bool = False
     seconds: float = 0.0
     stages: dict[str, RunSummary] = field(default_factory=dict)
+    idle: dict[str, float | None] = field(default_factory=dict)
 
 
 def _check_kafka(spark: Any) -> None:
@@ -121,26 +132,6 @@ def _tracks_malformed(src: Any) -> bool:
         and opts.get("mode", "PERMISSIVE").upper() == "PERMISSIVE"
         and "columnnameofcorruptrecord" not in opts
     )
-
-
-#: How many times an availableNow run is started again to read the heartbeats it wrote.
-_IDLE_RERUNS = 2
-
-
-def with_idle_sources(pipeline: Any) -> Any:
-    """The pipeline's join spec with its sources' ``idle_timeout_ms`` (where it has none)."""
-    spec = pipeline.join
-    changes = {}
-    for side, name in (("left", pipeline.left_source), ("right", pipeline.right_source)):
-        timeout = pipeline.source(name).idle_timeout_ms
-        if timeout is not None and getattr(spec, f"{side}_idle_timeout_ms") is None:
-            changes[f"{side}_idle_timeout_ms"] = timeout
-    return dataclasses.replace(spec, **changes) if changes else spec
-
-
-def heartbeat_folder(pipeline: Any, base: Path) -> Path:
-    """Where an idle input's heartbeats live: ``heartbeats/`` in the query's checkpoint."""
-    return Path(pipeline.checkpoint_folder(base)) / "heartbeats"
 
 
 def build_query_input(
@@ -274,9 +265,8 @@ class _Progress:
         )
         quiet = {s: t for s, t in (idle or {}).items() if t is not None}
         if quiet:
-            line += ", idle " + ", ".join(
-                f"{s} since {_dt.datetime.fromtimestamp(t, _dt.timezone.utc):%H:%M:%S}Z"
-                for s, t in sorted(quiet.items()))
+            line += ", idle " + ", ".join(f"{s} since {_clock(t)}"
+                                          for s, t in sorted(quiet.items()))
         if self.tty:
             self.out.write("\r\033[K" + line)
         else:
@@ -529,49 +519,14 @@ class _StageQuery:
                                     idle)
 
     def heartbeats_unread(self) -> bool:
-        """Whether the finished availableNow query wrote heartbeats it could not read.
-
-        Spark's file source lists an ``availableNow`` run's files when it starts; a heartbeat
-        written during the run (an input went idle meanwhile) waits for the next run, which
-        ``run_pipeline`` starts at once (docs/idle-inputs.md).
-        """
-        from interlace.operators.common.idle import heartbeats_at
-
-        if self.pipeline.join is None:
-            return False
-        beats = heartbeats_at(heartbeat_folder(self.pipeline, self.base))
-        return beats is not None and beats.written_since_start > 0
+        """Whether the finished availableNow query wrote heartbeats it could not read."""
+        return heartbeats_unread(self.pipeline, self.base)
 
     def _without_heartbeats(self, progress: dict[str, Any]) -> dict[str, Any]:
-        """``progress`` with ``numInputRows`` less the heartbeats read (no input rows)."""
-        if self.pipeline.join is None:
-            return progress
-        folder = str(heartbeat_folder(self.pipeline, self.base).resolve())
-        beats = sum(int(s.get("numInputRows") or 0) for s in progress.get("sources") or []
-                    if folder in str(s.get("description", "")))
-        if not beats:
-            return progress
-        return {**progress, "numInputRows": int(progress.get("numInputRows") or 0) - beats}
+        return without_heartbeats(self.pipeline, self.base, progress)
 
     def _idle_sources(self, progress: dict[str, Any]) -> dict[str, float | None]:
-        """Each join input with an idle timeout -> since when it is idle (s), None if active.
-
-        The listener may not have seen ``progress`` yet: it is fed here too (the same
-        batch twice changes nothing), so the line agrees with the batch it reports.
-        """
-        from interlace.operators.common.idle import heartbeats_at
-
-        p = self.pipeline
-        if p.join is None:
-            return {}
-        beats = heartbeats_at(heartbeat_folder(p, self.base))
-        if beats is None:
-            return {}
-        beats.observe(progress.get("observedMetrics") or {})
-        names = {"left": p.left_source, "right": p.right_source}
-        return {names[side]: (None if since is None else since / 1000)
-                for side, since in beats.idle_since_ms().items()
-                if beats.tracker.timeouts_ms.get(side) is not None}
+        return idle_sources(self.pipeline, self.base, progress)
 
     def _source_rows(self, p: dict[str, Any]) -> int:
         """Rows read in one micro-batch from the pipeline's sources (not from channels)."""
@@ -584,6 +539,7 @@ class _StageQuery:
 
     def finish(self) -> None:
         self.summary.counters = dict(self.acc.value)
+        self.summary.idle = self._idle_sources({})
         record_checkpoint(self.pipeline, self.base, ran=True)  # a checkpoint an older
         # interlace began
 
@@ -725,7 +681,7 @@ def run_pipeline(
                     break
                 launch(q)
                 watch([q])
-                for _ in range(_IDLE_RERUNS):
+                for _ in range(IDLE_RERUNS):
                     if stop.is_set() or not q.heartbeats_unread():
                         break
                     launch(q)  # the heartbeats written during the run are its input too
@@ -771,6 +727,11 @@ def _total(summary: RunSummary, queries: list[_StageQuery], chain: bool) -> None
             summary.output_rows = st.output_rows
 
 
+def _clock(seconds: float) -> str:
+    """A processing time (seconds since the epoch) as ``HH:MM:SSZ``."""
+    return f"{_dt.datetime.fromtimestamp(seconds, _dt.timezone.utc):%H:%M:%S}Z"
+
+
 def _report_done(progress: TextIO, q: _StageQuery) -> None:
     st, p = q.summary, q.pipeline
     if st.batches == 0 and not st.stopped_by_user:
@@ -783,5 +744,8 @@ def _report_done(progress: TextIO, q: _StageQuery) -> None:
             f"[{p.name}] done: {st.batches} batches, {st.input_rows} rows "
             f"in, {st.output_rows} rows out, {st.dead_letters} dead letters, "
             f"{st.malformed} malformed, "
-            f"counters {json.dumps(st.counters, sort_keys=True)}\n"
+            f"counters {json.dumps(st.counters, sort_keys=True)}"
+            + "".join(f", idle {src} since {_clock(t)}" if t is not None else
+                      f", {src} active" for src, t in sorted(st.idle.items()))
+            + "\n"
         )

@@ -69,6 +69,8 @@ def test_quiet_payments_writes_the_unpaid_orders_the_oracle_does(spark, tmp_path
     # W reaches the last order's 10:05: orders before 09:55 are closed; 11 and 12 still wait.
     assert unpaid == [4, 5, 6, 7, 8, 9, 10]
     assert "idle payments since" in progress
+    done = next(line for line in progress.splitlines() if "] done:" in line)
+    assert ", idle payments since " in done, done
     assert "dead letters" in progress and ", 0 dead letters" in progress
 
 

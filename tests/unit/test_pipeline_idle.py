@@ -8,7 +8,7 @@ import pytest
 
 from interlace import ConfigError, Pipeline
 from interlace.pipeline import Source
-from interlace.runner import with_idle_sources
+from interlace.idle_run import with_idle_sources
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 TOML = (EXAMPLES / "quiet_payments.toml").read_text()

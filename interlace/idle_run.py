@@ -1,0 +1,90 @@
+"""Idle inputs in a pipeline run (docs/idle-inputs.md): the runner's side of the heartbeats.
+
+A join source's ``idle_timeout_ms`` becomes the join spec's timeout for its side
+(:func:`with_idle_sources`); the heartbeats live under the query's checkpoint
+(:func:`heartbeat_folder`); :mod:`interlace.runner` reports which source is idle since when
+(:func:`idle_sources`), counts no heartbeat as an input row (:func:`without_heartbeats`), and
+starts an ``availableNow`` run again to read the heartbeats it wrote
+(:func:`heartbeats_unread`, at most :data:`IDLE_RERUNS` times). The heartbeats themselves:
+:mod:`interlace.operators.common.idle`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+from interlace.operators.common.idle import heartbeats_at
+
+__all__ = [
+    "IDLE_RERUNS",
+    "heartbeat_folder",
+    "heartbeats_unread",
+    "idle_sources",
+    "with_idle_sources",
+    "without_heartbeats",
+]
+
+#: How many times an availableNow run is started again to read the heartbeats it wrote.
+IDLE_RERUNS = 2
+
+
+def with_idle_sources(pipeline: Any) -> Any:
+    """The pipeline's join spec with its sources' ``idle_timeout_ms`` (where it has none)."""
+    spec = pipeline.join
+    changes = {}
+    for side, name in (("left", pipeline.left_source), ("right", pipeline.right_source)):
+        timeout = pipeline.source(name).idle_timeout_ms
+        if timeout is not None and getattr(spec, f"{side}_idle_timeout_ms") is None:
+            changes[f"{side}_idle_timeout_ms"] = timeout
+    return dataclasses.replace(spec, **changes) if changes else spec
+
+
+def heartbeat_folder(pipeline: Any, base: Path) -> Path:
+    """Where an idle input's heartbeats live: ``heartbeats/`` in the query's checkpoint."""
+    return Path(pipeline.checkpoint_folder(base)) / "heartbeats"
+
+
+def heartbeats_unread(pipeline: Any, base: Path) -> bool:
+    """Whether the finished availableNow query wrote heartbeats it could not read.
+
+    Spark's file source lists an ``availableNow`` run's files when it starts; a heartbeat
+    written during the run (an input went idle meanwhile) waits for the next run, which
+    ``run_pipeline`` starts at once.
+    """
+    if pipeline.join is None:
+        return False
+    beats = heartbeats_at(heartbeat_folder(pipeline, base))
+    return beats is not None and beats.written_since_start > 0
+
+
+def without_heartbeats(pipeline: Any, base: Path, progress: dict[str, Any]) -> dict[str, Any]:
+    """``progress`` with ``numInputRows`` less the heartbeats read (no input rows)."""
+    if pipeline.join is None:
+        return progress
+    folder = str(heartbeat_folder(pipeline, base).resolve())
+    beats = sum(int(s.get("numInputRows") or 0) for s in progress.get("sources") or []
+                if folder in str(s.get("description", "")))
+    if not beats:
+        return progress
+    return {**progress, "numInputRows": int(progress.get("numInputRows") or 0) - beats}
+
+
+def idle_sources(pipeline: Any, base: Path,
+                 progress: dict[str, Any]) -> dict[str, float | None]:
+    """Each join source with an idle timeout -> since when it is idle (s), None if active.
+
+    The listener may not have seen ``progress`` (a micro-batch's, or ``{}``) yet: it is fed
+    here too (the same batch twice changes nothing), so a progress line agrees with its batch.
+    """
+    if pipeline.join is None:
+        return {}
+    beats = heartbeats_at(heartbeat_folder(pipeline, base))
+    if beats is None:
+        return {}
+    beats.observe(progress.get("observedMetrics") or {})
+    names = {"left": pipeline.left_source, "right": pipeline.right_source}
+    return {names[side]: (None if since is None else since / 1000)
+            for side, since in beats.idle_since_ms().items()
+            if beats.tracker.timeouts_ms.get(side) is not None}
