@@ -18,7 +18,7 @@ Every target is written from ``foreachBatch`` with Spark's batch id:
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -285,20 +285,9 @@ class DuckDBTarget:
             if pdf[names].isna().to_numpy().any():
                 msg = f"a changelog row has a NULL {what}; every change needs its key and version"
                 raise ValueError(msg)
-        # Per key, the batch's newest change (ties: the later row).
-        order = pdf.assign(_il_row=range(len(pdf))).sort_values([VERSION_COLUMN, "_il_row"])
-        newest = order.drop_duplicates(key, keep="last").drop(columns="_il_row")
         t, d = _ident(self.table), self._deleted_table
-        same = " AND ".join(f"s.{_ident(k)} = c.{_ident(k)}" for k in key)
-        con.register("_il_changes", newest)
-        # The changes newer than the key's stored version, live or deleted.
-        con.execute(
-            "CREATE TEMP TABLE _il_apply AS SELECT * FROM _il_changes c WHERE "
-            f"NOT EXISTS (SELECT 1 FROM {t} s WHERE {same} AND s.{VERSION_COLUMN} >= "
-            f"c.{VERSION_COLUMN}) AND NOT EXISTS (SELECT 1 FROM {d} s WHERE {same} AND "
-            f"s.{VERSION_COLUMN} >= c.{VERSION_COLUMN})"
-        )
-        con.unregister("_il_changes")
+        self._stage_newer(con, pdf, lambda a, b: " AND ".join(
+            f"{a}.{_ident(k)} = {b}.{_ident(k)}" for k in key))
         keys = ", ".join(_ident(k) for k in key)
         cols = ", ".join(_ident(c) for c in pdf.columns if c != OP_COLUMN)
         updates = ", ".join(
@@ -324,6 +313,27 @@ class DuckDBTarget:
         con.execute("DROP TABLE _il_apply")
         return len(pdf)
 
+    def _stage_newer(self, con: Any, pdf: Any, same: Callable[[str, str], str]) -> None:
+        """Put in the temp table ``_il_apply`` each key's change to apply from ``pdf``.
+
+        Per key (``same(a, b)``: the SQL that says rows ``a`` and ``b`` have one key; every
+        row one key when there is none), the batch's newest change (ties: the later row), if
+        it is newer than the key's stored version, live or deleted.
+        """
+        key = list(self.key)
+        order = pdf.assign(_il_row=range(len(pdf))).sort_values([VERSION_COLUMN, "_il_row"])
+        newest = (order.drop_duplicates(key, keep="last") if key else order.tail(1)).drop(
+            columns="_il_row")
+        t, d = _ident(self.table), self._deleted_table
+        con.register("_il_changes", newest)
+        con.execute(
+            "CREATE TEMP TABLE _il_apply AS SELECT * FROM _il_changes c WHERE "
+            f"NOT EXISTS (SELECT 1 FROM {t} s WHERE {same('s', 'c')} AND s.{VERSION_COLUMN} >= "
+            f"c.{VERSION_COLUMN}) AND NOT EXISTS (SELECT 1 FROM {d} s WHERE {same('s', 'c')} "
+            f"AND s.{VERSION_COLUMN} >= c.{VERSION_COLUMN})"
+        )
+        con.unregister("_il_changes")
+
     def _apply_group_changelog(self, con: Any, pdf: Any) -> int:
         """Apply one batch of a group changelog: as by key, groups compared NULL-safely.
 
@@ -335,23 +345,13 @@ class DuckDBTarget:
         if pdf[VERSION_COLUMN].isna().to_numpy().any():
             msg = "a changelog row has a NULL `version`; every change needs its version"
             raise ValueError(msg)
-        order = pdf.assign(_il_row=range(len(pdf))).sort_values([VERSION_COLUMN, "_il_row"])
-        newest = (order.drop_duplicates(key, keep="last") if key else order.tail(1)).drop(
-            columns="_il_row")
         t, d = _ident(self.table), self._deleted_table
 
         def same(a: str, b: str) -> str:
             return " AND ".join(
                 f"{a}.{_ident(k)} IS NOT DISTINCT FROM {b}.{_ident(k)}" for k in key) or "TRUE"
 
-        con.register("_il_changes", newest)
-        con.execute(
-            "CREATE TEMP TABLE _il_apply AS SELECT * FROM _il_changes c WHERE "
-            f"NOT EXISTS (SELECT 1 FROM {t} s WHERE {same('s', 'c')} AND s.{VERSION_COLUMN} >= "
-            f"c.{VERSION_COLUMN}) AND NOT EXISTS (SELECT 1 FROM {d} s WHERE {same('s', 'c')} "
-            f"AND s.{VERSION_COLUMN} >= c.{VERSION_COLUMN})"
-        )
-        con.unregister("_il_changes")
+        self._stage_newer(con, pdf, same)
         for table in (t, d):
             con.execute(f"DELETE FROM {table} WHERE EXISTS (SELECT 1 FROM _il_apply a WHERE "
                         f"{same(table, 'a')})")
