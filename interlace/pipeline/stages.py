@@ -33,6 +33,7 @@ from interlace.operators.errors import ConfigError
 from interlace.operators.join import Join
 from interlace.operators.stream_table import StreamTableJoin
 from interlace.operators.table_aggregate import TableAggregate
+from interlace.operators.table_aggregate.spec import decimal_result
 from interlace.operators.window import Window
 from interlace.pipeline.kinds import JOIN_KINDS, JoinSpec, join_kind
 from interlace.pipeline.parts import Source, Target
@@ -382,9 +383,8 @@ def _aggregate_output(a: TableAggregate, cols: Columns) -> Columns:
         decimal = re.fullmatch(r"\s*DEC(?:IMAL)?\s*\(\s*(\d+)\s*,\s*(\d+)\s*\)\s*",
                                (src or "").upper())
         if decimal and agg.agg in ("sum", "avg"):
-            p, sc = int(decimal.group(1)), int(decimal.group(2))
-            typ = (f"DECIMAL({min(38, p + 10)},{sc})" if agg.agg == "sum"
-                   else f"DECIMAL({min(38, p + 4)},{min(38, sc + 4)})")
+            p, sc = decimal_result(agg.agg, int(decimal.group(1)), int(decimal.group(2)))
+            typ = f"DECIMAL({p},{sc})"
         else:
             typ = _agg_type(agg.agg, src)
         out.append((agg.as_, typ))

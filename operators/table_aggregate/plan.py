@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 from interlace.operators.common.names import DEAD_LETTER_COLUMN, RESERVED_PREFIX
 from interlace.operators.errors import ConfigError
-from interlace.operators.table_aggregate.spec import TableAggregate
+from interlace.operators.table_aggregate.spec import TableAggregate, decimal_result
 from interlace.state.buffers import TIME_COLUMN
 from interlace.state.tables import SEQ_COLUMN, TOMBSTONE_FLAG_COLUMN
 
@@ -82,10 +82,7 @@ def _agg_type(agg: str, typ: pa.DataType | None, kind: str) -> pa.DataType:
     if agg in ("min", "max"):
         return typ
     if kind == "decimal":
-        p, s = typ.precision, typ.scale
-        if agg == "sum":
-            return pa.decimal128(min(38, p + 10), s)
-        return pa.decimal128(min(38, p + 4), min(38, s + 4))
+        return pa.decimal128(*decimal_result(agg, typ.precision, typ.scale))
     if agg == "sum" and kind == "int":
         return pa.int64()
     return pa.float64()
