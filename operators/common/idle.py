@@ -47,7 +47,8 @@ from typing import Any
 from interlace.operators.common.names import CLOCK_COLUMN, TICK_COLUMN
 from interlace.operators.errors import ConfigError
 
-__all__ = ["Heartbeats", "IdleTracker", "InputClock", "heartbeats_at", "with_heartbeats"]
+__all__ = ["Heartbeats", "IdleTracker", "InputClock", "heartbeats_at", "unlisten",
+           "with_heartbeats"]
 
 _STATE = "_idle.json"
 
@@ -335,6 +336,19 @@ def _listener(spark: Any) -> Any:
             spark.streams.addListener(listener)
             spark._interlace_idle_listener = listener
         return listener
+
+
+def unlisten(spark: Any) -> None:
+    """Remove the session's heartbeat listener, if it has one (before stopping a session).
+
+    Spark Connect's ``SparkSession.stop`` warns when it cannot remove a listener once the
+    session is gone; a classic session needs no call.
+    """
+    with _LISTENERS_LOCK:
+        listener = getattr(spark, "_interlace_idle_listener", None)
+        if listener is not None:
+            spark.streams.removeListener(listener)
+            spark._interlace_idle_listener = None
 
 
 def with_heartbeats(sides: Sequence[tuple[Any, str]], timeouts_ms: Sequence[int | None],

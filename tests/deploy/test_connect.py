@@ -229,3 +229,5 @@ def test_an_idle_input_gets_its_heartbeats_over_connect(connect_spark, tmp_path,
             beats.observe(p["observedMetrics"] or {})
     rows = {(r["left_id"], r["right_id"]) for r in connect_spark.read.parquet(out_dir).collect()}
     assert rows == {(1, 1), (2, None)}
+    idle.unlisten(connect_spark)  # before the module's session stops (else Connect warns)
+    assert getattr(connect_spark, "_interlace_idle_listener", None) is None
