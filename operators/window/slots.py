@@ -118,14 +118,20 @@ def session_slots(
     n_old, n_new = slots.num_rows, len(starts)
     if n_new == 0:
         return np.zeros(0, dtype=np.int64), slots, accs, np.zeros(n_old, dtype=bool), [], 0, 0
+    # Only the held sessions of the groups with new rows can merge: a cluster is one group's,
+    # and one without new rows is left as it is. Leaving the others out keeps a call with a
+    # few rows from sorting every held session of its key group (same clusters, same order).
+    touched = np.flatnonzero(np.isin(old_codes, new_codes))
+    n_touched = len(touched)
     items = pd.DataFrame(
         {
-            "g": np.concatenate([old_codes, new_codes]),
-            "s": np.concatenate([slot_start, starts]),
-            "e": np.concatenate([slot_end, ends]),
-            "old": np.concatenate([np.ones(n_old, dtype=bool), np.zeros(n_new, dtype=bool)]),
-            "idx": np.concatenate([np.arange(n_old), np.arange(n_new)]).astype(np.int64),
-            "emitted": np.concatenate([emitted, np.zeros(n_new, dtype=bool)]),
+            "g": np.concatenate([old_codes[touched], new_codes]),
+            "s": np.concatenate([slot_start[touched], starts]),
+            "e": np.concatenate([slot_end[touched], ends]),
+            "old": np.concatenate([np.ones(n_touched, dtype=bool),
+                                   np.zeros(n_new, dtype=bool)]),
+            "idx": np.concatenate([touched, np.arange(n_new)]).astype(np.int64),
+            "emitted": np.concatenate([emitted[touched], np.zeros(n_new, dtype=bool)]),
         }
     )
     items = items.sort_values(["g", "s", "old"], kind="stable").reset_index(drop=True)
