@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from interlace.operators.common.checks import as_name_tuple, check_literal
+from interlace.operators.common.checks import as_name_tuple, check_idle_timeout, check_literal
 from interlace.operators.common.names import RESERVED_PREFIX
 from interlace.operators.common.spec import TimeMode
 from interlace.operators.errors import ConfigError
@@ -115,14 +115,8 @@ class Source:
 
     def __post_init__(self) -> None:
         check_name("name", self.name)
-        t = self.idle_timeout_ms
-        if t is not None and (isinstance(t, bool) or not isinstance(t, int) or t <= 0):
-            msg = (
-                f"`idle_timeout_ms` must be a positive int of milliseconds (got {t!r}): how "
-                "long the source may deliver no row before it is left out of the watermark's "
-                "minimum; remove it for a source that is never idle"
-            )
-            raise ConfigError(msg)
+        check_idle_timeout("idle_timeout_ms", self.idle_timeout_ms, "the source",
+                           "remove it for a source that is never idle")
         check_literal("format", self.format, SourceFormat)
         check_literal("time_mode", self.time_mode, TimeMode)
         for fname in ("path", "schema", "event_time_column", "sql"):

@@ -18,6 +18,7 @@ from pyspark.sql import types as T
 __all__ = [
     "as_name_tuple",
     "check_event_time_columns",
+    "check_idle_timeout",
     "check_idle_timeouts",
     "check_key_lists",
     "check_str_fields",
@@ -251,17 +252,23 @@ def check_event_time_columns(spec: Any) -> None:
 def check_idle_timeouts(spec: Any) -> None:
     """Raise unless ``left_idle_timeout_ms`` / ``right_idle_timeout_ms`` are None or > 0."""
     for side in ("left", "right"):
-        field = f"{side}_idle_timeout_ms"
-        value = getattr(spec, field)
-        if value is None:
-            continue
-        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-            msg = (
-                f"`{field}` must be a positive int of milliseconds, or None for never idle "
-                f"(got {value!r}): how long the {side} input may deliver no row before it is "
-                f"left out of the watermark's minimum (docs/idle-inputs.md)"
-            )
-            raise ConfigError(msg)
+        check_idle_timeout(f"{side}_idle_timeout_ms", getattr(spec, f"{side}_idle_timeout_ms"),
+                           f"the {side} input", "None: never idle (docs/idle-inputs.md)")
+
+
+def check_idle_timeout(field: str, value: object, what: str, never: str) -> None:
+    """Raise unless the idle timeout ``value`` of ``what`` is None or a positive int (ms).
+
+    ``never``: how to say "never idle" where ``field`` is set (the message's last words).
+    """
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                              or value <= 0):
+        msg = (
+            f"`{field}` must be a positive int of milliseconds (got {value!r}): how long "
+            f"{what} may deliver no row before it is left out of the watermark's minimum; "
+            f"{never}"
+        )
+        raise ConfigError(msg)
 
 
 def check_str_fields(spec: object, *fields: str) -> None:
