@@ -15,6 +15,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
+from interlace.metrics import rows_read_from
 from interlace.operators.common.idle import heartbeats_at
 
 __all__ = [
@@ -63,9 +64,7 @@ def without_heartbeats(pipeline: Any, base: Path, progress: dict[str, Any]) -> d
     """``progress`` with ``numInputRows`` less the heartbeats read (no input rows)."""
     if pipeline.join is None:
         return progress
-    folder = str(heartbeat_folder(pipeline, base).resolve())
-    beats = sum(int(s.get("numInputRows") or 0) for s in progress.get("sources") or []
-                if folder in str(s.get("description", "")))
+    beats = rows_read_from(progress, [heartbeat_folder(pipeline, base)])
     if not beats:
         return progress
     return {**progress, "numInputRows": int(progress.get("numInputRows") or 0) - beats}

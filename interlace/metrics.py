@@ -31,6 +31,7 @@ same millisecond as a batch of the other would count once.
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 from typing import Any
 
 from interlace.operators.common.counters import (
@@ -50,6 +51,7 @@ __all__ = [
     "add_counts",
     "counters",
     "new_operator_id",
+    "rows_read_from",
     "spark_dropped_rows",
 ]
 
@@ -62,6 +64,17 @@ def spark_dropped_rows(progress: dict[str, Any]) -> int:
     """
     ops = progress.get("stateOperators") or []
     return sum(int(o.get("numRowsDroppedByWatermark") or 0) for o in ops)
+
+
+def rows_read_from(progress: dict[str, Any], folders: Any = None) -> int:
+    """Rows one micro-batch read from its sources whose description names one of ``folders``.
+
+    ``folders``: paths (resolved here), matched in each source's ``description`` (a file
+    source names its folder); None: every source.
+    """
+    names = None if folders is None else [str(Path(f).resolve()) for f in folders]
+    return sum(int(s.get("numInputRows") or 0) for s in progress.get("sources") or []
+               if names is None or any(n in str(s.get("description", "")) for n in names))
 
 
 def counters(spark: Any) -> Any:

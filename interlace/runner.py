@@ -28,6 +28,7 @@ from interlace.idle_run import (
     with_idle_sources,
     without_heartbeats,
 )
+from interlace.metrics import rows_read_from
 from interlace.operators.common.names import CLOCK_COLUMN, DEAD_LETTER_COLUMN, TICK_COLUMN
 from interlace.operators.errors import ConfigError
 from interlace.pipeline.checkpoint import check_checkpoint, record_checkpoint, state_encoding_for
@@ -532,10 +533,9 @@ class _StageQuery:
         """Rows read in one micro-batch from the pipeline's sources (not from channels)."""
         if not self.channel_paths:
             return int(p.get("numInputRows") or 0)
-        channels = [str(path.resolve()) for path in self.channel_paths.values()]
-        channels.append(str(heartbeat_folder(self.pipeline, self.base).resolve()))
-        return sum(int(src.get("numInputRows") or 0) for src in p.get("sources") or []
-                   if not any(c in str(src.get("description", "")) for c in channels))
+        # Per source: ``p``'s sources still count the heartbeats its numInputRows leaves out.
+        others = [*self.channel_paths.values(), heartbeat_folder(self.pipeline, self.base)]
+        return rows_read_from(p) - rows_read_from(p, others)
 
     def finish(self) -> None:
         self.summary.counters = dict(self.acc.value)
