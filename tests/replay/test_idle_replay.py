@@ -251,3 +251,46 @@ def test_a_running_query_emits_the_unpaid_rows_once_the_timeout_passes(spark, tm
     print(f"unpaid row {unpaid[0][0] - right_last:.2f} s after the right input's last batch")
     # Measured here: 4.2 s for a 3 s timeout (250 ms triggers).
     assert timeout_ms / 1000 - 0.5 <= unpaid[0][0] - right_last <= timeout_ms / 1000 + 10
+
+
+@pytest.mark.parametrize("quiet_ms", [999, 1_000])
+def test_an_input_is_idle_exactly_when_its_timeout_has_passed(spark, tmp_path, monkeypatch,
+                                                             quiet_ms):
+    """The boundaries on Spark: idle once ``now - last row >= timeout`` (999 ms: not yet;
+    1,000 ms: idle), and a row of the returning input exactly at the ``W`` the heartbeat gave
+    (00:40) is behind it: Spark's pre-filter (``t <= W``) removes it."""
+    spec = Join(left_keys=["k"], right_keys=["k"], how="left", time_window_ms=5_000,
+                event_time_column="ts", right_idle_timeout_ms=1_000)
+    runs = [
+        (0, [([row(1, 10)], [row(1, 10)]), ([row(2, 20)], []), ([row(3, 40)], [])]),
+        (quiet_ms, [([row(4, 41)], [])]),
+        (quiet_ms, [([], [row(8, 40)])]),
+    ]
+    got, watermarks = run_idle(
+        spark, tmp_path, monkeypatch,
+        lambda left, right, beats: stream_join(left, right, spec, heartbeat_location=beats),
+        runs)
+    timeouts = {"left": None, "right": 1_000}
+    hb1 = stamp_at_start(quiet_ms, timeouts, {"left": 0, "right": 0},
+                         {"left": us(40), "right": us(10)})
+    hb2 = stamp_at_start(quiet_ms, timeouts, {"left": quiet_ms, "right": 0},
+                         {"left": us(41), "right": hb1 or us(10)})
+    log = [
+        JoinBatch(left=[row(1, 10)], right=[row(1, 10)]),
+        JoinBatch(left=[row(2, 20)]),
+        JoinBatch(left=[row(3, 40)]),
+        JoinBatch(left=[row(4, 41)], right_heartbeat_us=hb1),
+        *([JoinBatch()] if hb1 is not None else []),  # Spark's no-data batch once W moved
+        JoinBatch(right=[row(8, 40)], right_heartbeat_us=hb2),
+    ]
+    want = oracle_join(spec, log, left_columns=COLS, right_columns=COLS)
+    assert_same(got, want, watermarks)
+    unpaid = [b for b, rows in got.items() for r in rows if r["left_k"] == 2]
+    if quiet_ms < 1_000:
+        # No heartbeat: W waits at 00:10 until the right input's own row (batch 4) moves it.
+        assert (hb1, hb2) == (None, None) and watermarks[:5] == [0] + [us(10) // 1000] * 4
+        assert unpaid == [5] and want.spark_dropped["right"] == 0
+    else:
+        # The heartbeat of run 1 moves W to 00:40; the no-data batch 4 writes the unpaid row.
+        assert (hb1, hb2) == (us(40), us(41)) and unpaid == [4]
+        assert want.spark_dropped["right"] == 1  # 00:40 at W = 00:40
