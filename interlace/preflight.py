@@ -92,7 +92,7 @@ def preflight(
     * a file source's ``path`` exists, resolved as the runner resolves it (a relative path
       against ``base``, default the working directory); globs and URLs are Spark's to check;
     * every type in a ``schema`` is a Spark SQL type (with a suggestion when it is not);
-    * ``sum`` / ``avg`` aggregate an integer or floating-point column, ``min`` / ``max`` an
+    * ``sum`` / ``avg`` aggregate an integer, floating-point or decimal column, ``min`` / ``max`` an
       orderable one (not ARRAY, MAP, STRUCT, VARIANT);
     * each pair of join keys compares exactly: the same type, integers with integers or
       decimals, strings with strings (a BIGINT key against a DOUBLE key is refused);
@@ -294,10 +294,10 @@ def _check_aggregation_types(p: Pipeline) -> None:
     assert w is not None
     if p.aggregate is not None:
         src = p.source(p.resolved_aggregate_source() or p.sources[0].name)
-        time_mode, table, numeric = "event", AGGREGATE_TABLE, "DECIMAL, "
+        time_mode, table = "event", AGGREGATE_TABLE
     else:
         src = p.source(p.resolved_window_source() or p.sources[0].name)
-        time_mode, table, numeric = p.window.time_mode, WINDOW_TABLE, ""
+        time_mode, table = p.window.time_mode, WINDOW_TABLE
     et = w.event_time_column
     assert et is not None
     types = None if p.transform_sql is not None else _known_types(src, time_mode, et)
@@ -308,12 +308,9 @@ def _check_aggregation_types(p: Pipeline) -> None:
             continue
         typ = types[a.column]
         word = _type_word(typ)
-        decimal_ok = bool(numeric) and word == "DECIMAL"
-        if a.agg in ("sum", "avg") and word not in _INTEGRAL_TYPES | _FLOAT_TYPES and (
-                not decimal_ok):
+        if a.agg in ("sum", "avg") and word not in _INTEGRAL_TYPES | _FLOAT_TYPES | {"DECIMAL"}:
             need = ("an integer, floating-point or decimal column (TINYINT .. BIGINT, FLOAT, "
-                    "DOUBLE, DECIMAL)" if numeric else
-                    "an integer or floating-point column (TINYINT .. BIGINT, FLOAT, DOUBLE)")
+                    "DOUBLE, DECIMAL)")
             fix = "declare it BIGINT or DOUBLE in the source's `schema`"
         elif a.agg in ("min", "max") and word in _UNORDERED_TYPES:
             need = "a column whose values order (a number, string, date or timestamp)"

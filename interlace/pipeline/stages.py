@@ -33,12 +33,12 @@ from interlace.operators.errors import ConfigError
 from interlace.operators.join import Join
 from interlace.operators.stream_table import StreamTableJoin
 from interlace.operators.table_aggregate import TableAggregate
-from interlace.operators.table_aggregate.spec import decimal_result
 from interlace.operators.window import Window
 from interlace.pipeline.kinds import JOIN_KINDS, JoinSpec, join_kind
 from interlace.pipeline.parts import Source, Target
 from interlace.pipeline.validate import WHERE_ATTR, TablePath, err, label
 from interlace.pipeline.values import check_name, check_str, default_table
+from interlace.state.accumulators import decimal_result
 
 #: A pipeline (:class:`~.model.Pipeline`), read by attribute: the model imports this module.
 PipelineLike = Any
@@ -321,8 +321,14 @@ Columns = list[tuple[str, str]]
 
 
 def _agg_type(agg: str, src: str | None) -> str:
+    """The Spark type of an aggregation of a ``src`` column (a window's or a table's)."""
     if agg in ("count", "count_distinct"):
         return "BIGINT"
+    decimal = re.fullmatch(r"\s*(?:DEC|DECIMAL|NUMERIC)\s*\(\s*(\d+)\s*,\s*(\d+)\s*\)\s*",
+                           (src or "").upper())
+    if decimal and agg in ("sum", "avg"):
+        p, sc = decimal_result(agg, int(decimal.group(1)), int(decimal.group(2)))
+        return f"DECIMAL({p},{sc})"
     if agg == "avg":
         return "DOUBLE"
     assert src is not None
@@ -378,16 +384,8 @@ def _join_output(j: JoinSpec, left: Columns, right: Columns) -> Columns | None:
 def _aggregate_output(a: TableAggregate, cols: Columns) -> Columns:
     types = dict(cols)
     out = [(g, types[g]) for g in a.group_by]
-    for agg in a.aggregations:
-        src = types.get(agg.column) if agg.column else None
-        decimal = re.fullmatch(r"\s*DEC(?:IMAL)?\s*\(\s*(\d+)\s*,\s*(\d+)\s*\)\s*",
-                               (src or "").upper())
-        if decimal and agg.agg in ("sum", "avg"):
-            p, sc = decimal_result(agg.agg, int(decimal.group(1)), int(decimal.group(2)))
-            typ = f"DECIMAL({p},{sc})"
-        else:
-            typ = _agg_type(agg.agg, src)
-        out.append((agg.as_, typ))
+    out += [(agg.as_, _agg_type(agg.agg, types.get(agg.column) if agg.column else None))
+            for agg in a.aggregations]
     return [*out, (OP_COLUMN, "STRING"), (EVENT_TIME_OUT, "TIMESTAMP"),
             (VERSION_COLUMN, "BIGINT")]
 

@@ -24,7 +24,8 @@ from dataclasses import dataclass
 import pyarrow as pa
 from interlace.operators.common.names import DEAD_LETTER_COLUMN, RESERVED_PREFIX
 from interlace.operators.errors import ConfigError
-from interlace.operators.table_aggregate.spec import TableAggregate, decimal_result
+from interlace.operators.table_aggregate.spec import TableAggregate
+from interlace.state.accumulators import decimal_result
 from interlace.state.buffers import TIME_COLUMN
 from interlace.state.tables import SEQ_COLUMN, TOMBSTONE_FLAG_COLUMN
 

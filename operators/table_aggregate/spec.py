@@ -33,21 +33,10 @@ from interlace.state.keygroups import (
     validate_key_groups,
 )
 
-__all__ = ["REMOVABLE_AGGS", "TableAggregate", "decimal_result"]
+__all__ = ["REMOVABLE_AGGS", "TableAggregate"]
 
 #: The aggregators exact under removal (SEMANTICS §10); ``count_distinct`` only exact.
 REMOVABLE_AGGS = ("count", "sum", "min", "max", "avg", "count_distinct")
-
-
-def decimal_result(agg: str, precision: int, scale: int) -> tuple[int, int]:
-    """The precision and scale of a ``sum`` / ``avg`` of ``DECIMAL(precision, scale)``.
-
-    Spark's: a sum widens by 10 digits, an average by 4 digits and 4 decimals (at most 38).
-    The one rule for the output's Arrow type (``plan.py``) and a pipeline's DDL (``stages.py``).
-    """
-    if agg == "sum":
-        return min(38, precision + 10), scale
-    return min(38, precision + 4), min(38, scale + 4)
 
 
 def _check_aggregation(a: object) -> Aggregation:

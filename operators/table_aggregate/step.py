@@ -26,6 +26,7 @@ No Spark calls, no I/O, no clock: the watermark arrives as an argument. Row by r
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
 import numpy as np
@@ -48,7 +49,7 @@ from interlace.operators.table_aggregate.plan import (
     TableAggregatePlan,
     with_letters,
 )
-from interlace.state.accumulators import SumOverflowError
+from interlace.state.accumulators import DecimalOverflowError, SumOverflowError, decimal_result
 from interlace.state.buffers import TIME_COLUMN
 from interlace.state.table_aggregate import (
     CountState,
@@ -335,8 +336,27 @@ def _store_groups(plan: TableAggregatePlan, groups: dict[tuple[Any, ...], _Group
     )
 
 
+def _check_decimal(plan: TableAggregatePlan, a: Any, total: Any, value: Any, where: str) -> None:
+    """Fail as Spark's ``sum`` / ``avg`` do when a decimal result is past its type's digits.
+
+    An ``avg`` fails when the sum it averages does too; ``state/accumulators/decimals.py``
+    has the window's same rule.
+    """
+    typ = plan.types[plan.names.index(a.column)]
+    what = " (the sum it averages)" if a.agg == "avg" else ""
+    checks = [(total, *decimal_result("sum", typ.precision, typ.scale), what,
+               "ARITHMETIC_OVERFLOW")]
+    if a.agg == "avg":  # the mean past its type: Spark's cast of it fails
+        checks.append((value, *decimal_result("avg", typ.precision, typ.scale), "",
+                       "NUMERIC_VALUE_OUT_OF_RANGE"))
+    for number, p, sc, note, code in checks:
+        if number.copy_abs() >= Decimal(10) ** (p - sc):  # copy_abs: never rounds
+            raise DecimalOverflowError(0, f"DECIMAL({p},{sc}){note}", f"{a.agg}({a.column}) AS "
+                                       f"{a.as_}", a.column, where, code)
+
+
 def _results(plan: TableAggregatePlan, g: _Group, group: tuple[Any, ...]) -> list[Any]:
-    """The group's aggregates, in the spec's order (fails loud past a cap or int64)."""
+    """The group's aggregates, in the spec's order (fails loud past a cap or a number type)."""
     out: list[Any] = []
     for a, acc in zip(plan.spec.aggregations, g.accs, strict=True):
         if acc is None:
@@ -345,10 +365,12 @@ def _results(plan: TableAggregatePlan, g: _Group, group: tuple[Any, ...]) -> lis
             out.append(acc.result())
         elif isinstance(acc, SumState):
             value = acc.sum() if a.agg == "sum" else acc.avg()
+            where = f"on group {list(group)} of the table aggregation"
             if a.agg == "sum" and acc.kind == "int" and value is not None and not (
                     _INT64[0] <= value <= _INT64[1]):
-                raise SumOverflowError(0, f"sum({a.column}) AS {a.as_}", a.column,
-                                       f"on group {list(group)} of the table aggregation")
+                raise SumOverflowError(0, f"{a.agg}({a.column}) AS {a.as_}", a.column, where)
+            if acc.kind == "decimal" and value is not None:
+                _check_decimal(plan, a, acc.sum(), value, where)
             out.append(value)
         elif a.agg == "min":
             out.append(acc.minimum())

@@ -19,7 +19,7 @@ from interlace.operators.common.keytypes import check_key_type
 from interlace.operators.errors import ConfigError
 from interlace.operators.window.spec import Aggregation, Window, output_names
 from interlace.state import blob
-from interlace.state.accumulators import Accumulator, make_accumulator
+from interlace.state.accumulators import Accumulator, decimal_result, make_accumulator
 from interlace.state.keygroups import KEY_GROUP_ID_SCHEME
 from numpy.typing import NDArray
 
@@ -200,6 +200,8 @@ def _result_arrow_type(agg: str, dtype: str | None, typ: pa.DataType | None) -> 
     """Arrow type of an aggregation's raw result (timestamps as int64 µs)."""
     if agg in ("count", "count_distinct"):
         return pa.int64()
+    if agg in ("sum", "avg") and typ is not None and pa.types.is_decimal(typ):
+        return pa.decimal128(*decimal_result(agg, typ.precision, typ.scale))
     if agg == "avg" or dtype == "float64":
         return pa.float64()
     if dtype == "int64":
@@ -225,6 +227,8 @@ def _acc_dtype(a: Aggregation, typ: pa.DataType | None) -> tuple[str | None, boo
         return "int64", False
     if pa.types.is_floating(typ):
         return "float64", False
+    if pa.types.is_decimal(typ):  # sum / avg exact, as Spark's (state/accumulators/decimals.py)
+        return f"decimal({typ.precision},{typ.scale})", False
     if pa.types.is_boolean(typ):
         if a.agg in ("sum", "avg"):
             msg = f"aggregation `{a.as_}`: {a.agg} of boolean column {a.column!r}; cast it to int"

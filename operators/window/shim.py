@@ -34,6 +34,7 @@ from interlace.operators.errors import ConfigError
 from interlace.operators.window.plan import WindowPlan
 from interlace.operators.window.spec import RETRACTED_COLUMN, REVISION_COLUMN, Window
 from interlace.operators.window.step import WindowState, step_window
+from interlace.state.accumulators import decimal_result
 
 __all__ = ["WindowFunction", "WindowOperator", "prepare_window", "window_aggregate"]
 
@@ -135,6 +136,8 @@ def prepare_window(df: Any, spec: Window, *, counters: Any | None = None) -> Win
         src = df.schema[a.column].dataType if a.column else None
         if a.agg in ("count", "count_distinct"):
             typ: Any = T.LongType()
+        elif a.agg in ("sum", "avg") and isinstance(src, T.DecimalType):
+            typ = T.DecimalType(*decimal_result(a.agg, src.precision, src.scale))
         elif a.agg == "avg":
             typ = T.DoubleType()
         elif a.agg == "sum":

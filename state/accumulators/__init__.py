@@ -61,10 +61,12 @@ from typing import Any, Literal, cast, get_args
 
 # Where each part lives: base.py (the protocol, slot checks, SlotColumns state), values.py
 # (value normalisation and dtype rules), encoding.py (msgpack of state columns), counting.py
-# (count, sum, avg), extremes.py (min/max, first/last), distinct.py (exact count_distinct),
-# hll.py (approximate count_distinct); this module, the registry (make_accumulator).
+# (count, sum, avg), decimals.py (sum and avg of decimals), extremes.py (min/max, first/last),
+# distinct.py (exact count_distinct), hll.py (approximate count_distinct); this module, the
+# registry (make_accumulator).
 from .base import Accumulator, SlotColumns
 from .counting import SumOverflowError, _Avg, _Count, _Sum
+from .decimals import DecimalOverflowError, _DecimalAvg, _DecimalSum, decimal_result, parse_decimal
 from .distinct import DistinctCapError, DistinctSetState, _DistinctExact
 from .extremes import _FirstLast, _MinMax
 from .hll import HLL_PRECISION, HLL_REGISTERS, HLL_SPARSE_MAX_ENTRIES, HllState, _DistinctHll
@@ -76,6 +78,7 @@ __all__ = [
     "HLL_SPARSE_MAX_ENTRIES",
     "Accumulator",
     "AggName",
+    "DecimalOverflowError",
     "DistinctCapError",
     "DistinctMode",
     "DistinctSetState",
@@ -83,14 +86,15 @@ __all__ = [
     "SlotColumns",
     "SumOverflowError",
     "ValueDtype",
+    "decimal_result",
     "make_accumulator",
 ]
 
 # The public classes keep the name they had when this package was one module: reprs, pickles,
 # worker tracebacks (``interlace.state.accumulators.DistinctCapError: ...``, which the CLI maps)
 # and the API reference (docs/gen_api.py lists what a module defines) stay unchanged.
-for _public in (Accumulator, DistinctCapError, DistinctSetState, HllState, SlotColumns,
-                SumOverflowError):
+for _public in (Accumulator, DecimalOverflowError, DistinctCapError, DistinctSetState, HllState,
+                SlotColumns, SumOverflowError):
     _public.__module__ = __name__
 del _public
 
@@ -98,9 +102,11 @@ AggName = Literal["count", "sum", "min", "max", "avg", "first", "last", "count_d
 """Aggregations (seed 001 table).
 
 - ``count``: rows (``column=None``, ``count(*)``) or non-null values of a column.
-- ``sum``: int64 for integer input, float64 for float input.
+- ``sum``: int64 for integer input, float64 for float input, ``DECIMAL(p + 10, s)`` for
+  ``dtype="decimal(p,s)"`` (exact, as Spark).
 - ``min`` / ``max``: smallest / largest non-null value.
-- ``avg``: float64 mean of the non-null values.
+- ``avg``: float64 mean of the non-null values; ``DECIMAL(p + 4, s + 4)`` for
+  ``dtype="decimal(p,s)"`` (rounded half up, as Spark).
 - ``first`` / ``last``: value at the min / max event time, ties by arrival order.
 - ``count_distinct``: distinct non-null values (approximate or exact).
 """
@@ -149,6 +155,9 @@ def make_accumulator(
             infers it from the values and promotes int64 to float64 when a
             batch brings floats. Pass it from the Spark schema so that an
             integer column with NULLs (float64 in pandas) still sums as int64.
+            ``"decimal(p,s)"`` (a ``DECIMAL(p, s)`` column): ``sum`` and ``avg``
+            are exact with Spark's result types (:func:`decimal_result`), the
+            other aggregations compare the values as Python objects.
         max_distinct_values_per_group: Cap of exact ``count_distinct``
             (required there, ignored elsewhere).
 
@@ -172,7 +181,10 @@ def make_accumulator(
         msg = f"`agg` must be one of {list(get_args(AggName))} (got {agg!r})"
         raise ValueError(msg)
     value_dtype: ValueDtype | None = None
-    if dtype is not None:
+    dec = parse_decimal(dtype)
+    if dec is not None:
+        value_dtype = "object"
+    elif dtype is not None:
         if dtype not in _DTYPE_ALIASES:
             msg = f"`dtype` must be one of {sorted(_DTYPE_ALIASES)} or None (got {dtype!r})"
             raise ValueError(msg)
@@ -186,6 +198,8 @@ def make_accumulator(
         raise ValueError(msg)
     if agg == "count":
         return _Count(count_nulls=column is None)
+    if dec is not None and agg in ("sum", "avg"):
+        return _DecimalSum(*dec) if agg == "sum" else _DecimalAvg(*dec)
     if agg == "sum":
         return _Sum(value_dtype)
     if agg == "avg":

@@ -16,6 +16,9 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
+#: The integers msgpack holds natively (int64 and uint64).
+_MSGPACK_INT = (-(2**63), 2**64 - 1)
+
 
 def _encode_object(value: Any) -> Any:
     """Encode one Python value msgpack-natively.
@@ -25,6 +28,9 @@ def _encode_object(value: Any) -> Any:
     """
     if isinstance(value, np.generic):
         value = value.item()
+    if isinstance(value, int) and not isinstance(value, bool) and not (
+            _MSGPACK_INT[0] <= value <= _MSGPACK_INT[1]):
+        return ["int", str(value)]  # a decimal sum's units may pass 64 bits
     if value is None or isinstance(value, (str, bytes, bool, int, float)):
         return value
     if isinstance(value, decimal.Decimal):
@@ -42,6 +48,8 @@ def _decode_object(value: Any) -> Any:
         tag, text = value
         if tag == "decimal":
             return decimal.Decimal(text)
+        if tag == "int":
+            return int(text)
         if tag == "datetime":
             return _dt.datetime.fromisoformat(text)
         if tag == "date":

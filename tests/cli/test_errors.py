@@ -182,9 +182,11 @@ def test_aggregation_column_types(tmp_path):
     name = pipeline(tmp_path, text)
     proc = cli("validate", name, cwd=tmp_path, check=False)
     assert_short(proc, 2, "[[transform.window.aggregations]] #1: aggregation 'clicks': sum needs "
-                 "an integer or floating-point column", "`column` 'page' of source 'clicks' is "
-                 "STRING; declare it BIGINT or DOUBLE", "(line 22 of p.toml)")
+                 "an integer, floating-point or decimal column", "`column` 'page' of source "
+                 "'clicks' is STRING; declare it BIGINT or DOUBLE", "(line 22 of p.toml)")
     pipeline(tmp_path, text.replace('agg = "sum"', 'agg = "max"'))  # strings order
+    assert "ok" in cli("validate", name, cwd=tmp_path).stdout
+    pipeline(tmp_path, text.replace("page STRING", "page DECIMAL(12,2)"))  # decimals sum
     assert "ok" in cli("validate", name, cwd=tmp_path).stdout
 
 

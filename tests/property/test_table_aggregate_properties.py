@@ -251,3 +251,29 @@ def test_decimals_sum_and_average_exactly() -> None:
     assert [(r["s"], r["a"]) for r in got] == [(r["s"], r["a"]) for r in want]
     assert got[2]["s"] == Decimal("0.35") and got[2]["a"] == Decimal("0.116667")
     assert got[-1]["s"] == Decimal("0.35")  # the largest value left the group
+
+
+def test_a_decimal_sum_past_its_type_fails_loud_as_sparks_does() -> None:
+    # DECIMAL(38,2) sums into DECIMAL(38,2): the largest value is kept exactly, and an update
+    # taking the group past 38 digits fails (Spark: [ARITHMETIC_OVERFLOW]). Its mean is a
+    # DECIMAL(38,6), 32 digits before the point: past them avg fails, as Spark's does
+    # ([NUMERIC_VALUE_OUT_OF_RANGE]).
+    schema = pa.schema([("id", pa.int64()), ("g", pa.string()), ("v", pa.decimal128(38, 2)),
+                        ("ts", pa.timestamp("us"))])
+
+    def run(agg: str, *values: str) -> list[Any]:
+        spec = TableAggregate(keys=["id"], group_by=["g"], event_time_column="ts", emit="eager",
+                              aggregations=[Aggregation(agg=agg, column="v", as_="x")])
+        log = [[{"id": i, "g": "a", "v": Decimal(v), "ts": at(i)} for i, v in enumerate(values)]]
+        return [r["x"] for _, r in run_table_aggregate_locally(spec, log, schema).rows]
+
+    top = f"{10**36 - 1}.99"
+    assert run("sum", top) == [Decimal(top)]
+    with pytest.raises(SumOverflowError, match=r"decimal overflow: sum\(v\) AS x is past "
+                       r"DECIMAL\(38,2\) on group \['a'\] .*\[ARITHMETIC_OVERFLOW\]"):
+        run("sum", top, "0.01")
+    mean_top = f"{10**32 - 1}.99"
+    assert run("avg", mean_top) == [Decimal(f"{mean_top}0000")]
+    with pytest.raises(SumOverflowError, match=r"avg\(v\) AS x is past DECIMAL\(38,6\) on "
+                       r"group \['a'\] .*\[NUMERIC_VALUE_OUT_OF_RANGE\]"):
+        run("avg", f"{10**32}.00")

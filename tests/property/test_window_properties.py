@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections import Counter
+from decimal import Decimal
 
 import pyarrow as pa
 from hypothesis import given
@@ -17,7 +18,8 @@ from interlace.testing.window_oracle import WindowBatch, oracle_window
 
 BASE = dt.datetime(2026, 1, 1)
 SCHEMA = pa.schema([("user", pa.int64()), ("amount", pa.int64()), ("price", pa.float64()),
-                    ("page", pa.string()), ("ts", pa.timestamp("ns"))])
+                    ("page", pa.string()), ("ts", pa.timestamp("ns")),
+                    ("cost", pa.decimal128(12, 2))])
 COLS = SCHEMA.names
 AGGS = [
     Aggregation(agg="count", as_="n"),
@@ -32,6 +34,9 @@ AGGS = [
     Aggregation(agg="min", column="ts", as_="ts_min"),
     Aggregation(agg="count_distinct", column="page", mode="exact",
                 max_distinct_values_per_group=1000, as_="pages"),
+    Aggregation(agg="sum", column="cost", as_="cost_sum"),  # DECIMAL(22,2), exact
+    Aggregation(agg="avg", column="cost", as_="cost_avg"),  # DECIMAL(16,6), half up
+    Aggregation(agg="max", column="cost", as_="cost_max"),
 ]
 
 
@@ -69,6 +74,8 @@ def window_logs(draw, max_batches=6):
                 "price": draw(st.one_of(st.none(), st.integers(0, 40).map(lambda x: x / 4))),
                 "page": draw(st.sampled_from(["/a", "/b", "/c", None])),
                 "ts": BASE + dt.timedelta(seconds=sec),
+                "cost": draw(st.one_of(st.none(), st.integers(-10**10, 10**10).map(
+                    lambda c: Decimal(c).scaleb(-2)))),
             })
             serial += 1
         log.append(WindowBatch(rows=tuple(rows)))
@@ -97,14 +104,15 @@ def test_window_operator_equals_oracle(spec, log):
 def test_in_order_result_is_independent_of_the_micro_batch_split(rows, cuts, kind):
     rows = sorted(rows, key=lambda r: r[1])
     data = [{"user": u, "amount": s, "price": None, "page": f"/{s % 3}",
-             "ts": BASE + dt.timedelta(seconds=s / 2)} for u, s in rows]
+             "ts": BASE + dt.timedelta(seconds=s / 2), "cost": Decimal(s * 7).scaleb(-2)}
+            for u, s in rows]
     extra = dict(duration_ms=10_000) if kind != "session" else dict(gap_ms=4_000)
     if kind == "hopping":
         extra["hop_ms"] = 3_000
     spec = Window(kind=kind, event_time_column="ts", group_by=["user"], lateness_ms=1_000,
                   max_groups_per_window=100, aggregations=AGGS, **extra)
     flush = WindowBatch(rows=({"user": 99, "amount": 0, "price": None, "page": "/z",
-                               "ts": BASE + dt.timedelta(hours=1)},))
+                               "ts": BASE + dt.timedelta(hours=1), "cost": None},))
 
     def final(log):
         out = run_window_locally(spec, log, SCHEMA).rows

@@ -352,3 +352,102 @@ def test_an_integer_sum_past_int64_fails_the_query_as_spark_native_sum_does(spar
     assert {(r["user"], r["s"]) for _, r in theirs_at_edges.rows} == want
     oracle_rows = oracle_window(spec, edges, columns=COLS).rows
     assert {(o.row["user"], o.row["s"]) for o in oracle_rows} == want
+
+
+DEC_SCHEMA = T.StructType([
+    T.StructField("user", T.StringType()),
+    T.StructField("qty", T.DecimalType(10, 0)),
+    T.StructField("cost", T.DecimalType(12, 2)),
+    T.StructField("ts", T.TimestampType()),
+])
+
+
+def test_decimal_sums_and_means_equal_spark_native_session_windows(spark, tmp_path):
+    """``sum`` / ``avg`` of DECIMAL columns: Spark's types (DECIMAL(p+10,s), DECIMAL(p+4,s+4))
+    and values, the mean rounded half away from zero (1/32 = 0.03125 -> 0.0313, -1/32 ->
+    -0.0313), over session windows that merge; against Spark's native session_window."""
+    from decimal import Decimal
+
+    def row(user, sec, qty, cost):
+        return {"user": user, "qty": Decimal(qty), "cost": Decimal(cost), "ts": at(sec)}
+
+    # a: 32 rows (one session), sum(qty) = 1; b: 32 rows, sum(qty) = -1; c: two sessions that a
+    # row arriving later (3 s, within the lateness) merges into one.
+    a = [row("a", i / 8, 1 if i == 0 else 0, f"{i}.{i % 7}5") for i in range(32)]
+    b = [row("b", i / 8, -1 if i == 5 else 0, f"-{i * 3}.01") for i in range(32)]
+    c = [row("c", 1, 7, "9999999999.99"), row("c", 4.5, 2, "0.01")]
+    log = [WindowBatch(rows=tuple(a[:16] + b[:10] + c)), WindowBatch(rows=tuple(a[16:] + b[10:])),
+           WindowBatch(rows=(row("c", 3, 1, "-0.33"),)),
+           WindowBatch(rows=(row("zz", 10_000, 0, "0"),))]
+    spec = Window(kind="session", gap_ms=2_500, event_time_column="ts", group_by=["user"],
+                  lateness_ms=5_000, max_groups_per_window=100, key_groups=2, aggregations=[
+                      Aggregation(agg="sum", column="qty", as_="qty_sum"),
+                      Aggregation(agg="avg", column="qty", as_="qty_avg"),
+                      Aggregation(agg="sum", column="cost", as_="cost_sum"),
+                      Aggregation(agg="avg", column="cost", as_="cost_avg"),
+                      Aggregation(agg="max", column="cost", as_="cost_max")])
+    batches = [list(bt.rows) for bt in log]
+    ours = replay_streams(spark, {"events": (DEC_SCHEMA, batches)},
+                          lambda f: window_aggregate(f["events"], spec), workdir=tmp_path / "ours")
+
+    def native(frames):
+        df = frames["events"].withWatermark("ts", "5 seconds")
+        agg = df.groupBy(F.session_window("ts", "2500 milliseconds").alias("w"), "user").agg(
+            F.sum("qty").alias("qty_sum"), F.avg("qty").alias("qty_avg"),
+            F.sum("cost").alias("cost_sum"), F.avg("cost").alias("cost_avg"),
+            F.max("cost").alias("cost_max"))
+        return agg.select(F.col("w.start").alias("window_start"),
+                          F.col("w.end").alias("window_end"), "user", "qty_sum", "qty_avg",
+                          "cost_sum", "cost_avg", "cost_max")
+
+    theirs = replay_streams(spark, {"events": (DEC_SCHEMA, batches)}, native,
+                            workdir=tmp_path / "native")
+
+    def rows(result):
+        return Counter(canonical_rows([{k: (str(v) if isinstance(v, Decimal) else v)
+                                        for k, v in r.items()}
+                                       for _, r in result.rows if r["user"] != "zz"]))
+
+    assert rows(ours) == rows(theirs)
+    got = {r["user"]: r for _, r in ours.rows}
+    assert (str(got["a"]["qty_avg"]), str(got["b"]["qty_avg"])) == ("0.0313", "-0.0313")
+    assert str(got["c"]["cost_sum"]) == "9999999999.67"  # the merged session: 3 rows
+    want = Counter(canonical_rows([{k: (str(v) if isinstance(v, Decimal) else v)
+                                    for k, v in o.row.items()}
+                                   for o in oracle_window(spec, log,
+                                                          columns=list(DEC_SCHEMA.names)).rows
+                                   if o.row["user"] != "zz"]))
+    assert rows(ours) == want
+
+
+def test_a_decimal_sum_past_its_type_fails_the_query_as_spark_native_sum_does(spark, tmp_path):
+    from decimal import Decimal
+
+    from interlace.errors_cli import explain_error
+
+    schema = T.StructType([T.StructField("user", T.StringType()),
+                           T.StructField("cost", T.DecimalType(38, 2)),
+                           T.StructField("ts", T.TimestampType())])
+    top = Decimal(f"{10**36 - 1}.99")  # the largest DECIMAL(38,2); its sum type is the same
+    batches = [[{"user": "a", "cost": top, "ts": at(1)}],
+               [{"user": "a", "cost": Decimal("0.01"), "ts": at(2)}],
+               [{"user": "a", "cost": Decimal(0), "ts": at(30)}]]
+    spec = Window(kind="tumbling", duration_ms=10_000, event_time_column="ts", group_by=["user"],
+                  max_groups_per_window=100, key_groups=2,
+                  aggregations=[Aggregation(agg="sum", column="cost", as_="total")])
+    with pytest.raises(Exception) as ours:
+        replay_streams(spark, {"events": (schema, batches)},
+                       lambda f: window_aggregate(f["events"], spec), workdir=tmp_path / "ours")
+    assert explain_error(ours.value).render().splitlines()[0] == (
+        "interlace: DecimalOverflowError: decimal overflow: sum(cost) AS total is past "
+        "DECIMAL(38,2) on window [2026-01-01T00:00:00Z, 2026-01-01T00:00:10Z) for pipeline "
+        "window, where Spark fails with [ARITHMETIC_OVERFLOW] (ANSI mode, its default); cast "
+        "`cost` to a decimal of fewer digits after the point, or to double")
+
+    def native(frames):
+        agg = frames["events"].withWatermark("ts", "0 seconds").groupBy(
+            F.window("ts", "10 seconds").alias("w"), "user").agg(F.sum("cost").alias("total"))
+        return agg.select(F.col("w.start").alias("window_start"), "user", "total")
+
+    with pytest.raises(Exception, match="ARITHMETIC_OVERFLOW"):
+        replay_streams(spark, {"events": (schema, batches)}, native, workdir=tmp_path / "native")

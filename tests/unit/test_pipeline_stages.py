@@ -200,3 +200,23 @@ def test_a_chain_keeps_its_operators_in_its_stages():
                  target=Target(kind="console"))
     with pytest.raises(ConfigError, match="needs exactly one operator"):
         Stage(name="s")
+
+
+def test_a_window_over_decimals_hands_sparks_decimal_types_to_the_next_stage():
+    # sum of DECIMAL(12,2) is DECIMAL(22,2), avg DECIMAL(16,6) (Spark's), in a stage's output.
+    money = Source(name="money", format="json", path="m", event_time_column="ts",
+                   schema="customer STRING, amount DECIMAL(12,2), ts TIMESTAMP")
+    w = Window(kind="tumbling", duration_ms=60_000, event_time_column="ts", group_by=["customer"],
+               max_groups_per_window=100, aggregations=[
+                   Aggregation(agg="sum", column="amount", as_="total"),
+                   Aggregation(agg="avg", column="amount", as_="mean"),
+                   Aggregation(agg="max", column="amount", as_="top")])
+    later = _window(kind="tumbling", duration_ms=3_600_000, gap_ms=None, event_time_column=
+                    "window_end", group_by=["customer"],
+                    aggregations=[Aggregation(agg="sum", column="total", as_="hourly")])
+    p = _chain(Stage(name="minutes", window_source="money", window=w),
+               Stage(name="hours", window_source="minutes", window=later), sources=(money,))
+    cols = dict(p.stage_runs()[1].pipeline.sources[0].ddl_columns())
+    assert (cols["total"], cols["mean"], cols["top"]) == ("DECIMAL(22,2)", "DECIMAL(16,6)",
+                                                          "DECIMAL(12,2)")
+    assert p.output_columns() == ["window_start", "window_end", "customer", "hourly"]

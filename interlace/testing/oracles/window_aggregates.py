@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from decimal import ROUND_HALF_UP, Context, Decimal, localcontext
 from typing import Any
 
 __all__ = ["AGGREGATIONS", "DISTINCT_MODES"]
@@ -85,7 +86,8 @@ def aggregate(agg: Aggregation, rows: Sequence[AggregatedRow]) -> Any:
     """Compute one aggregate over a window's rows, as SQL does.
 
     ``count`` without a column counts rows; everything else skips NULLs. ``sum`` keeps
-    Python's types (ints stay int, any float makes it float), ``avg`` is a float,
+    Python's types (ints stay int, any float makes it float), ``avg`` is a float
+    (decimals: see :func:`_decimal_sum_avg`),
     ``first``/``last`` take the value at the min/max event time with ties broken by
     arrival order, ``count_distinct`` is exact in both modes. No non-null value gives
     NULL (``count``: 0).
@@ -100,6 +102,8 @@ def aggregate(agg: Aggregation, rows: Sequence[AggregatedRow]) -> Any:
         return len(set(values))
     if not values:
         return None
+    if isinstance(values[0], Decimal) and agg.agg in ("sum", "avg"):
+        return _decimal_sum_avg(agg.agg, values)
     if agg.agg == "sum":
         total = values[0]
         for value in values[1:]:
@@ -115,3 +119,19 @@ def aggregate(agg: Aggregation, rows: Sequence[AggregatedRow]) -> Any:
         return min(present, key=lambda r: (r.event_time_us, r.seq)).values[agg.column]  # type: ignore[index]
     # last
     return max(present, key=lambda r: (r.event_time_us, r.seq)).values[agg.column]  # type: ignore[index]
+
+
+def _decimal_sum_avg(agg: str, values: list[Decimal]) -> Decimal:
+    """Spark's ``sum`` / ``avg`` of a ``DECIMAL(p, s)`` column, ``s`` read off the values.
+
+    The sum is exact; the mean is the exact one rounded half up (away from zero) to
+    ``min(38, s + 4)`` digits after the point. A value's scale is its exponent, as Arrow
+    hands a ``DECIMAL(p, s)`` column to Python.
+    """
+    scale = max(-int(v.as_tuple().exponent) for v in values)
+    with localcontext(Context(prec=400)):
+        total = sum(values, Decimal(0))
+        if agg == "sum":
+            return total.quantize(Decimal(1).scaleb(-scale))
+        mean = total / Decimal(len(values))
+        return mean.quantize(Decimal(1).scaleb(-min(38, scale + 4)), rounding=ROUND_HALF_UP)

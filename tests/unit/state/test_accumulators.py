@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from decimal import Decimal
+from decimal import ROUND_HALF_UP, Context, Decimal, localcontext
 from typing import Any
 
 import msgpack
@@ -62,6 +62,11 @@ def naive(agg: str, column: str | None, rows: list[Row], n: int) -> list[Any]:
             out.append(len(set(values)))
         elif not vals:
             out.append(None)
+        elif isinstance(values[0], Decimal) and agg in ("sum", "avg"):
+            with localcontext(Context(prec=300)):  # DECIMAL(38,4): exact, mean to 8 places
+                total = sum(values, Decimal(0))
+                mean = (total / len(values)).quantize(Decimal("1e-8"), rounding=ROUND_HALF_UP)
+            out.append(total if agg == "sum" else mean)
         elif agg == "sum":
             out.append(sum(values))
         elif agg == "min":
@@ -86,6 +91,8 @@ def assert_close(got: list[Any], want: list[Any], agg: str) -> None:
     for g, w in zip(got, want, strict=True):
         if w is None:
             assert g is None
+        elif isinstance(w, Decimal):
+            assert isinstance(g, Decimal) and g == w
         elif isinstance(w, float) or agg == "avg":
             assert g == pytest.approx(w, rel=1e-9, abs=1e-9)
         else:
@@ -120,11 +127,14 @@ VALUE_STRATEGIES = {
     "int_as_float": st.integers(-(2**40), 2**40),
     "float": st.floats(-1e6, 1e6, allow_nan=False, allow_infinity=False),
     "str": st.text(alphabet="abcxyz", max_size=3),
+    # DECIMAL(38,4) past 64 bits in units: sums and means exact (state/accumulators/decimals.py)
+    "decimal": st.integers(-(10**30), 10**30).map(lambda x: Decimal(x).scaleb(-4)),
 }
-DTYPE_OF_KIND = {"int": "int64", "int_as_float": "int64", "float": "float64", "str": "string"}
+DTYPE_OF_KIND = {"int": "int64", "int_as_float": "int64", "float": "float64", "str": "string",
+                 "decimal": "decimal(38,4)"}
 # Value kinds each aggregation is drawn with (sum/avg are not defined on strings).
 KINDS_FOR = {
-    agg: ["int", "float"] if agg in ("sum", "avg") else ["int", "float", "str"]
+    agg: ["int", "float", "decimal"] if agg in ("sum", "avg") else ["int", "float", "str", "decimal"]
     for agg, _, _ in ALL_AGGS
 }
 
@@ -213,6 +223,44 @@ def test_sum_types_follow_the_input() -> None:
     dec = make_accumulator("sum")
     got = dec.result(dec.update(dec.init(1), slots, pd.Series([Decimal("1.10"), None])))
     assert got.tolist() == [Decimal("1.10")]
+
+
+def test_decimal_sum_and_avg_have_sparks_types_and_rounding() -> None:
+    # DECIMAL(10,0): the sum is DECIMAL(20,0), the mean DECIMAL(14,4) rounded half away from
+    # zero (Java's HALF_UP, which Spark's decimal division uses): 1/20000 = 0.00005 -> 0.0001.
+    total, mean = make_accumulator("sum", dtype="decimal(10,0)"), make_accumulator(
+        "avg", dtype="decimal(10,0)")
+    slots = np.repeat([0, 1, 2], [20_000, 20_000, 3])
+    values = pd.Series([Decimal(1)] + [Decimal(0)] * 19_999 + [Decimal(-1)] + [Decimal(0)] * 19_999
+                       + [Decimal(2), None, Decimal(3)], dtype=object)
+    assert as_list(total.result(total.update(total.init(3), slots, values))) == [
+        Decimal(1), Decimal(-1), Decimal(5)]
+    got = as_list(mean.result(mean.update(mean.init(3), slots, values)))
+    assert [str(g) for g in got] == ["0.0001", "-0.0001", "2.5000"]
+
+
+def test_decimal_sum_past_its_precision_fails_as_spark_does() -> None:
+    # DECIMAL(38,2) sums into DECIMAL(38,2) (38 digits at most): the largest value fits,
+    # one cent more does not.
+    acc = make_accumulator("sum", dtype="decimal(38,2)")
+    top = Decimal(f"{10**36 - 1}.99")  # strings: Decimal arithmetic would round to 28 digits
+    state = acc.update(acc.init(2), np.array([0, 0, 1]),
+                       pd.Series([Decimal(f"{10**36 - 2}.99"), Decimal(1), Decimal(5)]))
+    assert as_list(acc.result(state)) == [top, Decimal(5)]
+    back = acc.from_msgpack(msgpack.unpackb(encoded(acc, state)))  # units past 64 bits
+    assert as_list(acc.result(back)) == [top, Decimal(5)]
+    with pytest.raises(SumOverflowError, match=r"past DECIMAL\(38,2\) \(slot 0\)") as err:
+        acc.update(state, np.array([1, 0]), pd.Series([Decimal(5), Decimal("0.01")]))
+    assert err.value.slot == 0
+    named = err.value.named("sum(cost) AS total", "cost", "on window [a, b)")
+    assert "sum(cost) AS total is past DECIMAL(38,2) on window [a, b)" in str(named)
+    assert "cast `cost` to a decimal of fewer digits" in str(named)
+    with pytest.raises(SumOverflowError):  # a merge checks too
+        acc.merge(state, state, np.array([0, 1]))
+    # avg sums in the sum's type as Spark's does, and fails with it ([ARITHMETIC_OVERFLOW]).
+    mean = make_accumulator("avg", dtype="decimal(38,2)")
+    with pytest.raises(SumOverflowError, match=r"past DECIMAL\(38,2\) \(the sum it averages\)"):
+        mean.update(mean.init(1), np.array([0, 0]), pd.Series([top, Decimal("0.01")]))
 
 
 I64_MAX, I64_MIN = 2**63 - 1, -(2**63)
