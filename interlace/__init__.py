@@ -46,6 +46,7 @@ from interlace.operators import (
     table_join,
     window_aggregate,
 )
+from interlace.operators.common.pending import schedule_pending_no_data_batch
 from interlace.pipeline import Pipeline, Source, SparkSettings, Target
 from interlace.session import local_session
 from interlace.state import StateDecodeError, StateVersionError
@@ -80,6 +81,7 @@ __all__ = [
     "prepare_table_aggregate",
     "prepare_table_join",
     "prepare_window",
+    "schedule_pending_no_data_batch",
     "stream_join",
     "stream_table_join",
     "table_aggregate",

@@ -30,6 +30,7 @@ from interlace.idle_run import (
 )
 from interlace.metrics import rows_read_from
 from interlace.operators.common.names import CLOCK_COLUMN, DEAD_LETTER_COLUMN, TICK_COLUMN
+from interlace.operators.common.pending import schedule_pending_no_data_batch
 from interlace.operators.errors import ConfigError
 from interlace.pipeline.checkpoint import check_checkpoint, record_checkpoint, state_encoding_for
 
@@ -460,6 +461,7 @@ class _StageQuery:
             else writer.trigger(availableNow=True)
         )
         record_checkpoint(p, self.base)
+        schedule_pending_no_data_batch(checkpoint, self.spark)  # one a stop left owed, if any
         self.query = writer.start()
 
     def drain(self) -> None:

@@ -34,6 +34,7 @@ from interlace.operators.common.names import (
     KEY_GROUP_COLUMN,
     TICK_COLUMN,
 )
+from interlace.operators.common.pending import schedule_pending_no_data_batch
 from interlace.operators.common.prepare import (
     group_key_sql,
     prepared_columns,
@@ -395,6 +396,7 @@ def start_table_aggregate(
               .option("checkpointLocation", str(checkpoint)))
     if trigger:
         stream = stream.trigger(**trigger)
+    schedule_pending_no_data_batch(checkpoint, spark)  # one a stop left owed, if any
     query = stream.start()
     if trigger and trigger.get("availableNow"):
         query.awaitTermination()
