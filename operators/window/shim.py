@@ -55,17 +55,13 @@ class WindowFunction(OperatorFunction):
         plan = self.plan
         ws = WindowState.decode(blob, plan) if blob is not None else WindowState.empty(plan)
         parts = [f for f in frames if len(f)]
-        batch = (
-            pd.concat(parts, ignore_index=True)
-            if len(parts) > 1
-            else (
-                parts[0].reset_index(drop=True)
-                if parts
-                else pd.DataFrame(
-                    {TIME_US_COLUMN: np.zeros(0, np.int64), **{c: [] for c in plan.columns}}
-                )
-            )
-        )
+        if len(parts) > 1:
+            batch = pd.concat(parts, ignore_index=True)
+        elif parts:  # Spark's frame is numbered 0..n-1 already: no copy
+            batch = parts[0] if _numbered(parts[0]) else parts[0].reset_index(drop=True)
+        else:
+            batch = pd.DataFrame(
+                {TIME_US_COLUMN: np.zeros(0, np.int64), **{c: [] for c in plan.columns}})
         result = step_window(plan, ws, batch, wm_us)
         output = result.output if len(result.output) else None
         stored = None
@@ -74,6 +70,12 @@ class WindowFunction(OperatorFunction):
             deadline_ms = timeout_ms_when_reached(result.next_deadline_us, plan.horizon_ms)
             stored = (result.state.encode(plan), deadline_ms)
         return CallResult(output, result.counters, stored)
+
+
+def _numbered(frame: pd.DataFrame) -> bool:
+    """Whether ``frame``'s index is ``0 .. len - 1`` (what ``reset_index`` would give)."""
+    index = frame.index
+    return isinstance(index, pd.RangeIndex) and index.start == 0 and index.step == 1
 
 
 @dataclass(frozen=True)

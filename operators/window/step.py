@@ -9,6 +9,7 @@ frames), ``plan.py`` (the :class:`WindowPlan` it runs).
 
 from __future__ import annotations
 
+import functools
 import warnings
 from dataclasses import dataclass, field
 from typing import Any
@@ -105,7 +106,9 @@ def step_window(
     counters: dict[str, int] = {}
     slots, accs, seq = state.slots, list(state.accs), state.seq
     null_letters: list[str] = []
-    if len(batch) and batch[TIME_US_COLUMN].isna().any():
+    # An integer column holds no NULL time (Spark's is float64 or object when one is NULL).
+    times = batch[TIME_US_COLUMN]
+    if len(batch) and times.dtype.kind not in "iu" and times.isna().any():
         # A row without an event time belongs to no window: dead-letter it under dlq (reason
         # "null_event_time"), else count it.
         null_t = batch[TIME_US_COLUMN].isna().to_numpy()
@@ -166,12 +169,11 @@ def step_window(
         counters["late_dropped"] = int(dropped_row.sum())
 
     if len(rows):
-        group_tbl = pa.Table.from_pandas(
-            batch.iloc[rows][list(plan.group_by)]
-            if plan.group_by
-            else pd.DataFrame(index=range(len(rows))),
+        # Column by column: a frame's row-and-column selection costs more than the rest.
+        group_tbl = pa.Table.from_arrays(
+            [pa.Array.from_pandas(batch[f.name].iloc[rows], type=f.type)
+             for f in plan.group_schema],
             schema=plan.group_schema,
-            preserve_index=False,
         )
     else:
         # A timeout call's empty frame has float64 columns, which Arrow cannot convert to
@@ -266,13 +268,20 @@ def step_window(
         out = (
             pd.concat(parts, ignore_index=True) if len(parts) > 1 else (parts[0] if parts else None)
         )
-    out = out if out is not None else pd.DataFrame({c: [] for c in plan.output_names})
+    out = out if out is not None else _no_output(tuple(plan.output_names)).copy(deep=False)
+    names = plan.output_names
     return WindowStepResult(
-        out[plan.output_names] if len(out.columns) else out,
+        out[names] if len(out.columns) and list(out.columns) != names else out,
         WindowState(slots, accs, seq),
         int(deadlines.min()) if len(deadlines) else None,
         counters,
     )
+
+
+@functools.lru_cache(maxsize=64)
+def _no_output(names: tuple[str, ...]) -> pd.DataFrame:
+    """An empty output frame with ``names`` (built once: most calls emit nothing)."""
+    return pd.DataFrame({c: [] for c in names})
 
 
 def _dead_letters(
