@@ -171,8 +171,7 @@ def step_window(
     if len(rows):
         # Column by column: a frame's row-and-column selection costs more than the rest.
         group_tbl = pa.Table.from_arrays(
-            [pa.Array.from_pandas(batch[f.name].iloc[rows], type=f.type)
-             for f in plan.group_schema],
+            [_rows_of(batch[f.name], rows, f.type) for f in plan.group_schema],
             schema=plan.group_schema,
         )
     else:
@@ -276,6 +275,17 @@ def step_window(
         int(deadlines.min()) if len(deadlines) else None,
         counters,
     )
+
+
+def _rows_of(column: pd.Series, rows: NDArray[np.int64], typ: pa.DataType) -> pa.Array:
+    """Rows ``rows`` of an input column as Arrow (NaN and None NULL, as ``from_pandas``).
+
+    A plain numpy column is indexed as an array (a Series' ``iloc`` costs ten times more);
+    extension columns (tz-aware, nullable, categorical) go through pandas.
+    """
+    if isinstance(column.dtype, np.dtype):
+        return pa.array(column.to_numpy()[rows], type=typ, from_pandas=True)
+    return pa.Array.from_pandas(column.iloc[rows], type=typ)
 
 
 @functools.lru_cache(maxsize=64)
