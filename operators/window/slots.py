@@ -78,12 +78,20 @@ def fixed_slots(
     """
     slots, accs, old_codes, slot_start = held.slots, held.accs, held.codes, held.start
     new_codes, starts, ends, group_tbl = new.codes, new.starts, new.ends, new.groups
+    # numpy, not pandas: a few rows per call, where pandas' fixed cost per call dominates.
     all_starts = np.concatenate([slot_start, starts])
-    s_codes, _ = pd.factorize(all_starts, sort=True)
+    _, s_codes = np.unique(all_starts, return_inverse=True)
     g_count = int(max(old_codes.max(initial=-1), new_codes.max(initial=-1))) + 1
-    comb = s_codes.astype(np.int64) * max(g_count, 1) + np.concatenate([old_codes, new_codes])
+    comb = s_codes.astype(np.int64).ravel() * max(g_count, 1) + np.concatenate(
+        [old_codes, new_codes])
     old_comb, new_comb = comb[: len(slot_start)], comb[len(slot_start) :]
-    target = np.asarray(pd.Index(old_comb).get_indexer(new_comb), dtype=np.int64)
+    # Held slots are distinct (start, group) pairs: a binary search finds each one's slot.
+    order = np.argsort(old_comb, kind="stable")
+    pos = np.searchsorted(old_comb[order], new_comb)
+    hit = pos < len(order)
+    hit[hit] = old_comb[order[pos[hit]]] == new_comb[hit]
+    target = np.where(hit, order[np.minimum(pos, max(len(order) - 1, 0))] if len(order) else -1,
+                      -1).astype(np.int64)
     found = target >= 0
     n_old = slots.num_rows
     if (~found).any():
