@@ -461,7 +461,8 @@ class _StageQuery:
             else writer.trigger(availableNow=True)
         )
         record_checkpoint(p, self.base)
-        schedule_pending_no_data_batch(checkpoint, self.spark)  # one a stop left owed, if any
+        if p.aggregate is None:  # a table aggregation's by-group query has no event-time timer
+            schedule_pending_no_data_batch(checkpoint, self.spark)  # one a stop left owed
         self.query = writer.start()
 
     def drain(self) -> None:
