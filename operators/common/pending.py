@@ -58,9 +58,10 @@ def schedule_pending_no_data_batch(
     aggregation's by-group query, so none is owed there). When the last micro-batch is
     committed and its commit's watermark for the next micro-batch is ahead of the watermark
     it ran with, Spark would have run a no-data micro-batch next; this writes its offset-log
-    entry (the same offsets, that watermark), which the restarted query runs first. Anything else (a fresh or remote
-    checkpoint, a batch planned but not committed, which Spark reruns itself, a log this does
-    not recognise, ``spark.sql.streaming.noDataMicroBatches.enabled`` false) is left alone.
+    entry (the same offsets, that watermark), which the restarted query runs first.
+    Anything else (a fresh or remote checkpoint, a batch planned but not committed, which
+    Spark reruns itself, a log this does not recognise,
+    ``spark.sql.streaming.noDataMicroBatches.enabled`` false) is left alone.
 
     Args:
         checkpoint_location: The query's checkpoint folder (local; ``file:`` URLs too).
