@@ -90,8 +90,8 @@ def fixed_slots(
     pos = np.searchsorted(old_comb[order], new_comb)
     hit = pos < len(order)
     hit[hit] = old_comb[order[pos[hit]]] == new_comb[hit]
-    target = np.where(hit, order[np.minimum(pos, max(len(order) - 1, 0))] if len(order) else -1,
-                      -1).astype(np.int64)
+    target = np.full(len(new_comb), -1, dtype=np.int64)
+    target[hit] = order[pos[hit]]
     found = target >= 0
     n_old = slots.num_rows
     if (~found).any():
