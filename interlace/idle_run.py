@@ -16,13 +16,14 @@ from pathlib import Path
 from typing import Any
 
 from interlace.metrics import rows_read_from
-from interlace.operators.common.idle import heartbeats_at
+from interlace.operators.common.idle import batch_metrics, heartbeats_at
 
 __all__ = [
     "IDLE_RERUNS",
     "heartbeat_folder",
     "heartbeats_unread",
     "idle_sources",
+    "observe_before_commit",
     "with_idle_sources",
     "without_heartbeats",
 ]
@@ -68,6 +69,21 @@ def without_heartbeats(pipeline: Any, base: Path, progress: dict[str, Any]) -> d
     if not beats:
         return progress
     return {**progress, "numInputRows": int(progress.get("numInputRows") or 0) - beats}
+
+
+def observe_before_commit(pipeline: Any, base: Path, query: Any) -> None:
+    """Feed the join's heartbeats the micro-batch ``query`` is writing, before Spark commits it.
+
+    So ``_idle.json`` holds each input's greatest clock as of every committed batch: a crash
+    right after the commit (before the listener saves it) restores the right clocks.
+    """
+    if pipeline.join is None:
+        return
+    beats = heartbeats_at(heartbeat_folder(pipeline, base))
+    if beats is not None:
+        metrics = batch_metrics(query)
+        if metrics:
+            beats.observe(metrics)
 
 
 def idle_sources(pipeline: Any, base: Path,

@@ -25,6 +25,7 @@ from interlace.idle_run import (
     heartbeat_folder,
     heartbeats_unread,
     idle_sources,
+    observe_before_commit,
     with_idle_sources,
     without_heartbeats,
 )
@@ -32,7 +33,12 @@ from interlace.metrics import rows_read_from
 from interlace.operators.common.names import CLOCK_COLUMN, DEAD_LETTER_COLUMN, TICK_COLUMN
 from interlace.operators.common.pending import schedule_pending_no_data_batch
 from interlace.operators.errors import ConfigError
-from interlace.pipeline.checkpoint import check_checkpoint, record_checkpoint, state_encoding_for
+from interlace.pipeline.checkpoint import (
+    check_checkpoint,
+    heartbeat_sources,
+    record_checkpoint,
+    state_encoding_for,
+)
 
 __all__ = ["RunSummary", "build_query_input", "run_pipeline"]
 
@@ -183,7 +189,8 @@ def build_query_input(
             frames[pipeline.right_source],
             spec,
             counters=counters,
-            heartbeat_location=str(heartbeat_folder(pipeline, base)),
+            heartbeat_location=(str(heartbeat_folder(pipeline, base))
+                                if heartbeat_sources(pipeline, base) else None),
         )
         # The raw record stays in dead letters (their `row`), not in the joined rows.
         return out.drop(*[c for c in out.columns if c.endswith(CORRUPT_RECORD)])
@@ -435,9 +442,13 @@ class _StageQuery:
             )
             dead.prepare(T.StructType([T.StructField("dead_letter", T.StringType())]))
         summary, acc = self.summary, self.acc
+        started: list[Any] = []
 
         def sink(df: Any, batch_id: int) -> None:
             pdf = df.toPandas()
+            while not started:  # writer.start() has not returned yet
+                time.sleep(0.005)
+            observe_before_commit(p, self.base, started[0])  # each input's clock, pre-commit
             crash_point("batch")
             if dlq:
                 letters = pdf.loc[pdf[DEAD_LETTER_COLUMN].notna(), [DEAD_LETTER_COLUMN]].rename(
@@ -464,6 +475,7 @@ class _StageQuery:
         if p.aggregate is None:  # a table aggregation's by-group query has no event-time timer
             schedule_pending_no_data_batch(checkpoint, self.spark)  # one a stop left owed
         self.query = writer.start()
+        started.append(self.query)
 
     def drain(self) -> None:
         """Report every micro-batch of the query that finished since the last call."""

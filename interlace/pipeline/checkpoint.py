@@ -35,6 +35,7 @@ __all__ = [
     "SPEC_FILE",
     "changed_fields",
     "check_checkpoint",
+    "heartbeat_sources",
     "record_checkpoint",
     "spec_record",
     "state_encoding_for",
@@ -44,7 +45,8 @@ __all__ = [
 SPEC_FILE = "interlace-spec.json"
 _FORMAT = 1
 _IDLE_FIELDS = ("left_idle_timeout_ms", "right_idle_timeout_ms")
-#: The record's entry for a join with idle inputs (their heartbeat sources in the query).
+#: The record's entry for a join query with heartbeat sources (every join of a new
+#: checkpoint; before, only one with idle inputs, whence its name, kept for older records).
 _IDLE_KEY = "idle inputs (idle_timeout_ms: heartbeat sources)"
 
 
@@ -53,18 +55,52 @@ def _plain(value: Any) -> Any:
     return json.loads(json.dumps(value, default=str, sort_keys=True))
 
 
-def spec_record(pipeline: Any) -> dict[str, Any]:
-    """What the checkpoint of ``pipeline`` depends on: its operator, spec and sources read."""
+def _idle_set(pipeline: Any) -> bool:
+    """Whether the pipeline's join has an idle input (a timeout on its spec or a source)."""
+    return pipeline.join is not None and (
+        any(getattr(pipeline.join, f, None) is not None for f in _IDLE_FIELDS)
+        or any(s.idle_timeout_ms is not None for s in pipeline.sources))
+
+
+def heartbeat_sources(pipeline: Any, base: Path | None = None) -> bool:
+    """Whether the join query of ``pipeline`` reads heartbeat sources (docs/idle-inputs.md).
+
+    Every join of a new checkpoint does: each input gets its restore heartbeat at each start
+    (Spark keeps no per-input watermark across a restart), and an idle one its heartbeats. A
+    checkpoint written without them (its record has no :data:`_IDLE_KEY`, or it has batches
+    but no record) keeps its sources, unless an idle timeout is set (which
+    :func:`check_checkpoint` then refuses for a recorded one: Spark continues no checkpoint
+    whose query has other sources). ``base`` None: as for a new checkpoint.
+    """
+    if pipeline.join is None:
+        return False
+    if _idle_set(pipeline) or base is None:
+        return True
+    folder = pipeline.checkpoint_folder(base)
+    path = folder / SPEC_FILE
+    if path.is_file():
+        try:
+            return bool(json.loads(path.read_text()).get("spec", {}).get(_IDLE_KEY))
+        except (OSError, ValueError):
+            return False  # check_checkpoint names the unreadable record
+    offsets = folder / "offsets"
+    return not (offsets.is_dir() and any(offsets.iterdir()))
+
+
+def spec_record(pipeline: Any, base: Path | None = None) -> dict[str, Any]:
+    """What the checkpoint of ``pipeline`` depends on: its operator, spec and sources read.
+
+    ``base``: where the pipeline runs (whether its checkpoint has heartbeat sources,
+    :func:`heartbeat_sources`); None: as for a new checkpoint.
+    """
     spec = pipeline.join if pipeline.join is not None else (
         pipeline.window if pipeline.window is not None else pipeline.aggregate)
     fields = {f.name: _plain(dataclasses.asdict(spec)[f.name]) for f in dataclasses.fields(spec)
               if f.name not in _IDLE_FIELDS}
-    # An idle timeout's value may change across restarts; turning idleness on or off may not:
-    # it adds or removes the inputs' heartbeat sources (docs/idle-inputs.md), and Spark
-    # continues no checkpoint whose query has other sources. Absent: off (older records).
-    if pipeline.join is not None and (
-            any(getattr(spec, f, None) is not None for f in _IDLE_FIELDS)
-            or any(s.idle_timeout_ms is not None for s in pipeline.sources)):
+    # An idle timeout's value may change across restarts; whether the query reads heartbeat
+    # sources may not (docs/idle-inputs.md): Spark continues no checkpoint whose query has
+    # other sources. Absent: none (records of older checkpoints without idle inputs).
+    if heartbeat_sources(pipeline, base):
         fields[_IDLE_KEY] = True
     sources = {
         s.name: {"format": s.format, "schema": s.schema, "sql": s.sql}
@@ -110,7 +146,7 @@ def check_checkpoint(pipeline: Any, base: Path) -> None:
                f"({exc}); restore it from a backup, or start from a new checkpoint folder "
                "([spark] checkpoint)")
         raise ConfigError(msg) from exc
-    changed = changed_fields(old, spec_record(pipeline))
+    changed = changed_fields(old, spec_record(pipeline, base))
     if changed:
         lines = "\n".join(f"  {c}" for c in changed)
         msg = (f"the checkpoint {pipeline.checkpoint_path()} was written by another spec; "
@@ -134,7 +170,7 @@ def record_checkpoint(pipeline: Any, base: Path, *, ran: bool = False) -> None:
         return
     folder.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(spec_record(pipeline), indent=2, sort_keys=True) + "\n")
+    tmp.write_text(json.dumps(spec_record(pipeline, base), indent=2, sort_keys=True) + "\n")
     os.replace(tmp, path)
 
 

@@ -27,6 +27,14 @@ processing time is **idle**, and while idle it is left out of the minimum (as Fl
   ``spark.sql.streaming.noDataProgressEventInterval``), and once when the query is
   prepared. The tracker's state is kept in ``_idle.json`` in the heartbeat folder, so a
   restarted query or the next ``availableNow`` run knows since when each input is quiet.
+* **Restarts.** Spark keeps no per-input watermark across a restart (only the combined
+  ``W``; an input counts as 0 until it delivers a row), so at each start every input gets a
+  *restore* heartbeat with its own greatest clock. This needs no timeout: with a
+  ``heartbeat_location`` every input has its heartbeat source (``interlace run`` gives one
+  to every join of a new checkpoint). A writer that sees a micro-batch before Spark commits
+  it (``interlace run``'s ``foreachBatch``) feeds its observed metrics to
+  :meth:`Heartbeats.observe` there, so ``_idle.json`` holds the batch's clocks once it is
+  committed; the listener, after the commit, may come too late for a crash in between.
 
 Rows of an input that becomes active again are judged against ``W`` as it then stands: some
 may be late, and are counted and dead-lettered as any late row.
@@ -47,8 +55,8 @@ from typing import Any
 from interlace.operators.common.names import CLOCK_COLUMN, TICK_COLUMN
 from interlace.operators.errors import ConfigError
 
-__all__ = ["Heartbeats", "IdleTracker", "InputClock", "heartbeats_at", "unlisten",
-           "with_heartbeats"]
+__all__ = ["Heartbeats", "IdleTracker", "InputClock", "batch_metrics", "heartbeats_at",
+           "unlisten", "with_heartbeats"]
 
 _STATE = "_idle.json"
 
@@ -257,6 +265,26 @@ class Heartbeats:
         _listener(spark).beats.append(self)
 
 
+def batch_metrics(query: Any) -> dict[str, dict[str, Any]]:
+    """The observed metrics of ``query``'s micro-batch in progress, read in its sink.
+
+    Called from a ``foreachBatch`` function after it has run the batch's plan (Spark's
+    accumulators then hold the batch's metrics; it commits the batch only once the function
+    returns). Empty where Spark's query object is out of reach (Spark Connect).
+    """
+    try:
+        metrics = query._jsq.streamingQuery().lastExecution().observedMetrics()
+    except Exception:  # noqa: BLE001 (Spark Connect, or a Spark without this internal)
+        return {}
+    out: dict[str, dict[str, Any]] = {}
+    entries = metrics.iterator()
+    while entries.hasNext():
+        entry = entries.next()
+        row = entry._2()
+        out[entry._1()] = {n: row.get(i) for i, n in enumerate(row.schema().fieldNames())}
+    return out
+
+
 def _metric(row: Any, name: str) -> Any:
     """One observed value of a progress's ``observedMetrics`` entry (a Row or a dict).
 
@@ -355,7 +383,12 @@ def with_heartbeats(sides: Sequence[tuple[Any, str]], timeouts_ms: Sequence[int 
                     location: str | os.PathLike[str] | None,
                     names: Sequence[str] = ("left", "right"),
                     ) -> tuple[list[tuple[Any, str]], Heartbeats | None]:
-    """Union each input that has an idle timeout with its heartbeats (module docstring).
+    """Union each input with its heartbeats when ``location`` is given (module docstring).
+
+    With a ``location``, every input gets its restore heartbeat at each start (its own
+    greatest clock: Spark keeps no per-input watermark across a restart), and an input with
+    an idle timeout its idle heartbeats too; without one, the inputs are returned as they
+    are (no timeout may be set then).
 
     Args:
         sides: Each input (event time ready) with its event-time column.
@@ -364,8 +397,8 @@ def with_heartbeats(sides: Sequence[tuple[Any, str]], timeouts_ms: Sequence[int 
         names: The inputs' names (sub-folders, metrics, progress).
 
     Returns:
-        The inputs (each watched one with a clock, the tick column and its heartbeats; every
-        one ``observe``-d), and the :class:`Heartbeats` (None without any timeout).
+        The inputs (each with a clock, the tick column and its heartbeats; every one
+        ``observe``-d), and the :class:`Heartbeats` (None without a ``location``).
 
     Raises:
         ConfigError: A timeout is set without ``location``.
@@ -373,10 +406,10 @@ def with_heartbeats(sides: Sequence[tuple[Any, str]], timeouts_ms: Sequence[int 
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
-    if all(t is None for t in timeouts_ms):
-        return list(sides), None
     # Every input gets heartbeats (an active one only its restore heartbeat after a restart).
     if location is None:
+        if all(t is None for t in timeouts_ms):
+            return list(sides), None
         watched = [n for n, t in zip(names, timeouts_ms, strict=True) if t is not None]
         msg = (f"`{watched[0]}_idle_timeout_ms` is set but there is no folder for its "
                f"heartbeats: pass heartbeat_location='/path/to/folder' (a folder the query "

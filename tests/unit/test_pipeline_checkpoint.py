@@ -18,6 +18,7 @@ from interlace.pipeline.checkpoint import (
     SPEC_FILE,
     changed_fields,
     check_checkpoint,
+    heartbeat_sources,
     record_checkpoint,
     spec_record,
 )
@@ -188,21 +189,45 @@ def test_an_unknown_state_encoding_setting_is_a_config_error_naming_the_setting(
 IDLE = 'event_time_column = "pay_ts"'
 
 
-def test_turning_idle_inputs_on_or_off_is_refused_but_the_timeout_may_change(tmp_path):
-    """Idle timeouts add heartbeat sources to the query, which Spark cannot add to a
-    checkpoint: on / off is a changed spec, the timeout's value is not (docs/idle-inputs.md).
-    A record written before the field existed reads as off."""
+def test_a_new_join_checkpoint_has_heartbeat_sources_so_idle_inputs_may_come_and_go(tmp_path):
+    """Every join of a new checkpoint reads heartbeat sources (each input's watermark restored
+    at a restart, docs/idle-inputs.md), so turning idle timeouts on or off, or changing them,
+    changes nothing Spark stored."""
     assert IDLE in JOIN_TOML
     off = Pipeline.from_toml(JOIN_TOML)
     on = Pipeline.from_toml(JOIN_TOML.replace(IDLE, IDLE + "\nidle_timeout_ms = 60_000"))
     longer = Pipeline.from_toml(JOIN_TOML.replace(IDLE, IDLE + "\nidle_timeout_ms = 90_000"))
     assert "left_idle_timeout_ms" not in spec_record(off)["spec"]
-    record_checkpoint(on, tmp_path)
-    check_checkpoint(longer, tmp_path)
-    with pytest.raises(ConfigError) as err:
-        check_checkpoint(off, tmp_path)
-    assert "idle inputs (idle_timeout_ms: heartbeat sources): true -> (absent)" in str(err.value)
-    other = tmp_path / "other"
-    record_checkpoint(off, other)
+    assert heartbeat_sources(off, tmp_path)  # fresh
+    record_checkpoint(off, tmp_path)
+    assert heartbeat_sources(off, tmp_path)
+    for pipeline in (on, longer, off):
+        check_checkpoint(pipeline, tmp_path)
+    window = Pipeline.from_toml(WINDOW_TOML)
+    assert not heartbeat_sources(window, tmp_path / "w")  # one input: no heartbeats
+
+
+def test_an_older_join_checkpoint_keeps_its_sources_and_refuses_idle_inputs(tmp_path):
+    """A checkpoint written without heartbeat sources (a record without the key, or batches
+    but no record) keeps them off, and an idle timeout, which needs them, is refused."""
+    off = Pipeline.from_toml(JOIN_TOML)
+    on = Pipeline.from_toml(JOIN_TOML.replace(IDLE, IDLE + "\nidle_timeout_ms = 60_000"))
+    record_checkpoint(off, tmp_path)
+    path = off.checkpoint_folder(tmp_path) / SPEC_FILE
+    record = json.loads(path.read_text())
+    key = "idle inputs (idle_timeout_ms: heartbeat sources)"
+    del record["spec"][key]  # as an earlier interlace wrote it
+    path.write_text(json.dumps(record))
+    assert not heartbeat_sources(off, tmp_path)
+    check_checkpoint(off, tmp_path)
     with pytest.raises(ConfigError, match=r"heartbeat sources\): \(absent\) -> true"):
-        check_checkpoint(on, other)
+        check_checkpoint(on, tmp_path)
+    unrecorded = tmp_path / "unrecorded"
+    offsets = off.checkpoint_folder(unrecorded) / "offsets"
+    offsets.mkdir(parents=True)
+    (offsets / "0").write_text("v1\n")
+    assert not heartbeat_sources(off, unrecorded)
+    assert heartbeat_sources(on, unrecorded)  # the run then fails on Spark's own check
+    record_checkpoint(off, unrecorded, ran=True)
+    assert key not in json.loads(
+        (off.checkpoint_folder(unrecorded) / SPEC_FILE).read_text())["spec"]
