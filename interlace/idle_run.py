@@ -12,8 +12,10 @@ starts an ``availableNow`` run again to read the heartbeats it wrote
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, urlparse
 
 from interlace.metrics import rows_read_from
 from interlace.operators.common.idle import batch_metrics, heartbeats_at
@@ -24,6 +26,7 @@ __all__ = [
     "heartbeats_unread",
     "idle_sources",
     "observe_before_commit",
+    "unread_input",
     "with_idle_sources",
     "without_heartbeats",
 ]
@@ -84,6 +87,47 @@ def observe_before_commit(pipeline: Any, base: Path, query: Any) -> None:
         metrics = batch_metrics(query)
         if metrics:
             beats.observe(metrics)
+
+
+#: Source formats whose input is files in a folder, as Spark's file source lists them.
+_FILE_FORMATS = ("parquet", "json", "csv", "orc", "text")
+
+
+def unread_input(pipeline: Any, base: Path) -> bool:
+    """Whether a join input's folder may hold a file its checkpoint's file sources never read.
+
+    For an ``availableNow`` run: without one, the run reads nothing and needs no restore
+    heartbeat (:func:`~interlace.operators.common.idle.hold_restore`). The files read are
+    those Spark's file sources logged under ``sources/`` in the checkpoint. True whenever
+    unsure (a source that is no folder of files, a glob, no log yet): a restore heartbeat
+    too many costs one micro-batch, one too few a ``W`` that waits for both inputs.
+    """
+    seen: set[str] = set()
+    logs = Path(pipeline.checkpoint_folder(base)) / "sources"
+    for log in (logs.glob("*/*") if logs.is_dir() else ()):
+        if log.name.startswith(".") or not log.is_file():
+            continue
+        for line in log.read_text(errors="replace").splitlines()[1:]:
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(entry, dict) and isinstance(entry.get("path"), str):
+                seen.add(str(Path(unquote(urlparse(entry["path"]).path)).resolve()))
+    if not seen:
+        return True
+    for name in (pipeline.left_source, pipeline.right_source):
+        src = pipeline.source(name)
+        if src.format not in _FILE_FORMATS or not src.path:
+            return True
+        folder = Path(src.path) if Path(src.path).is_absolute() else base / src.path
+        if not folder.is_dir():
+            return True
+        for f in folder.rglob("*"):
+            hidden = any(part.startswith((".", "_")) for part in f.relative_to(folder).parts)
+            if f.is_file() and not hidden and str(f.resolve()) not in seen:
+                return True
+    return False
 
 
 def idle_sources(pipeline: Any, base: Path,

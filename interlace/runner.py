@@ -26,10 +26,12 @@ from interlace.idle_run import (
     heartbeats_unread,
     idle_sources,
     observe_before_commit,
+    unread_input,
     with_idle_sources,
     without_heartbeats,
 )
 from interlace.metrics import rows_read_from
+from interlace.operators.common.idle import hold_restore
 from interlace.operators.common.names import CLOCK_COLUMN, DEAD_LETTER_COLUMN, TICK_COLUMN
 from interlace.operators.common.pending import schedule_pending_no_data_batch
 from interlace.operators.errors import ConfigError
@@ -352,6 +354,9 @@ class _StageQuery:
             name: read_channel(self.spark, self.channel_paths[name], schemas[up])
             for name, up in self.run.upstream.items()
         }
+        if (not self.continuous and heartbeat_sources(p, self.base)
+                and not unread_input(p, self.base)):
+            hold_restore(heartbeat_folder(p, self.base))  # no micro-batch for a heartbeat alone
         with state_encoding_for(self.spark, p.checkpoint_folder(self.base)):
             out = build_query_input(self.spark, p, base=self.base, counters=self.acc,
                                     frames=frames, start_aggregate=self._start_aggregate)

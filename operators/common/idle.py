@@ -56,7 +56,7 @@ from interlace.operators.common.names import CLOCK_COLUMN, TICK_COLUMN
 from interlace.operators.errors import ConfigError
 
 __all__ = ["Heartbeats", "IdleTracker", "InputClock", "batch_metrics", "heartbeats_at",
-           "unlisten", "with_heartbeats"]
+           "hold_restore", "unlisten", "with_heartbeats"]
 
 _STATE = "_idle.json"
 
@@ -189,7 +189,11 @@ class Heartbeats:
         for name in timeouts_ms:
             (self.location / name).mkdir(exist_ok=True)
         self.tracker = self._load(timeouts_ms)
-        _BY_LOCATION[str(self.location.resolve())] = self
+        key = str(self.location.resolve())
+        if key in _RESTORE_HELD:  # hold_restore: as if each input's clock were restored
+            _RESTORE_HELD.discard(key)
+            self.tracker.run_clock_us = {n: c.clock_us for n, c in self.tracker.clocks.items()}
+        _BY_LOCATION[key] = self
 
     def folder(self, name: str) -> Path:
         """The folder of ``name``'s heartbeat files."""
@@ -317,6 +321,17 @@ def _write_heartbeat(folder: Path, stamp_us: int) -> None:
 
 
 _BY_LOCATION: dict[str, Heartbeats] = {}
+_RESTORE_HELD: set[str] = set()
+
+
+def hold_restore(location: str | os.PathLike[str]) -> None:
+    """Have the next :class:`Heartbeats` prepared at ``location`` write no restore heartbeat.
+
+    For an ``availableNow`` run that has nothing new to read: a restore heartbeat would be
+    new input of its own, and Spark would run a micro-batch for it alone. Idle heartbeats
+    are still written when due.
+    """
+    _RESTORE_HELD.add(str(Path(location).resolve()))
 
 
 def heartbeats_at(location: str | os.PathLike[str]) -> Heartbeats | None:

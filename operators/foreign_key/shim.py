@@ -81,8 +81,9 @@ def prepare_foreign_key_join(
         right: The right table's changelog, a streaming DataFrame.
         spec: The join.
         counters: Optional Spark accumulator (see :mod:`interlace.metrics`) fed per call.
-        heartbeat_location: The folder of the idle inputs' heartbeats, required with
-            ``left_idle_timeout_ms`` / ``right_idle_timeout_ms`` (docs/idle-inputs.md).
+        heartbeat_location: The folder of the inputs' heartbeats, required with
+            ``left_idle_timeout_ms`` / ``right_idle_timeout_ms``; given, each input's
+            watermark is also restored at every start (docs/idle-inputs.md).
 
     {returns}
     """
@@ -128,8 +129,9 @@ def foreign_key_join(
         right: The right table's changelog, a streaming DataFrame.
         spec: The join.
         counters: Optional accumulator from :func:`interlace.metrics.counters`.
-        heartbeat_location: The folder of the idle inputs' heartbeats, required with
-            ``left_idle_timeout_ms`` / ``right_idle_timeout_ms`` (docs/idle-inputs.md).
+        heartbeat_location: The folder of the inputs' heartbeats, required with
+            ``left_idle_timeout_ms`` / ``right_idle_timeout_ms``; given, each input's
+            watermark is also restored at every start (docs/idle-inputs.md).
 
     {raises}
     """

@@ -139,8 +139,9 @@ def prepare_join(left: Any, right: Any, spec: Join, *, counters: Any | None = No
         right: The right streaming DataFrame.
         spec: The join.
         counters: Optional Spark accumulator (see :mod:`interlace.metrics`) fed per call.
-        heartbeat_location: The folder of the idle inputs' heartbeats, required with
-            ``left_idle_timeout_ms`` / ``right_idle_timeout_ms`` (docs/idle-inputs.md).
+        heartbeat_location: The folder of the inputs' heartbeats, required with
+            ``left_idle_timeout_ms`` / ``right_idle_timeout_ms``; given, each input's
+            watermark is also restored at every start (docs/idle-inputs.md).
 
     {returns}
     """
@@ -216,8 +217,9 @@ def stream_join(left: Any, right: Any, spec: Join, *, counters: Any | None = Non
         spec: The join.
         counters: Optional accumulator from :func:`interlace.metrics.counters`; receives
             matches, unmatched rows emitted, late / null-key rows dropped, dead letters.
-        heartbeat_location: The folder of the idle inputs' heartbeats, required with
-            ``left_idle_timeout_ms`` / ``right_idle_timeout_ms`` (docs/idle-inputs.md).
+        heartbeat_location: The folder of the inputs' heartbeats, required with
+            ``left_idle_timeout_ms`` / ``right_idle_timeout_ms``; given, each input's
+            watermark is also restored at every start (docs/idle-inputs.md).
 
     {raises}
     """

@@ -90,8 +90,9 @@ def prepare_stream_table_join(
         table: The table's changelog (right), a streaming DataFrame.
         spec: The join.
         counters: Optional Spark accumulator (see :mod:`interlace.metrics`) fed per call.
-        heartbeat_location: The folder of the idle inputs' heartbeats, required with
-            ``left_idle_timeout_ms`` / ``right_idle_timeout_ms`` (docs/idle-inputs.md).
+        heartbeat_location: The folder of the inputs' heartbeats, required with
+            ``left_idle_timeout_ms`` / ``right_idle_timeout_ms``; given, each input's
+            watermark is also restored at every start (docs/idle-inputs.md).
 
     {returns}
     """
@@ -141,8 +142,9 @@ def stream_table_join(
         table: The table's changelog (right), a streaming DataFrame.
         spec: The join.
         counters: Optional accumulator from :func:`interlace.metrics.counters`.
-        heartbeat_location: The folder of the idle inputs' heartbeats, required with
-            ``left_idle_timeout_ms`` / ``right_idle_timeout_ms`` (docs/idle-inputs.md).
+        heartbeat_location: The folder of the inputs' heartbeats, required with
+            ``left_idle_timeout_ms`` / ``right_idle_timeout_ms``; given, each input's
+            watermark is also restored at every start (docs/idle-inputs.md).
 
     {raises}
     """
