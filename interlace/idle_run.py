@@ -94,7 +94,7 @@ _FILE_FORMATS = ("parquet", "json", "csv", "orc", "text")
 
 
 def unread_input(pipeline: Any, base: Path) -> bool:
-    """Whether a join input's folder may hold a file its checkpoint's file sources never read.
+    """Whether a join input's folder, or its heartbeats', may hold a file never read.
 
     For an ``availableNow`` run: without one, the run reads nothing and needs no restore
     heartbeat (:func:`~interlace.operators.common.idle.hold_restore`). The files read are
@@ -116,11 +116,15 @@ def unread_input(pipeline: Any, base: Path) -> bool:
                 seen.add(str(Path(unquote(urlparse(entry["path"]).path)).resolve()))
     if not seen:
         return True
+    folders = []
     for name in (pipeline.left_source, pipeline.right_source):
         src = pipeline.source(name)
         if src.format not in _FILE_FORMATS or not src.path:
             return True
-        folder = Path(src.path) if Path(src.path).is_absolute() else base / src.path
+        folders.append(Path(src.path) if Path(src.path).is_absolute() else base / src.path)
+    beats = heartbeat_folder(pipeline, base)  # an idle heartbeat a run wrote for the next
+    folders += [f for f in (beats / "left", beats / "right") if f.is_dir()]
+    for folder in folders:
         if not folder.is_dir():
             return True
         for f in folder.rglob("*"):

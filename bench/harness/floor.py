@@ -92,3 +92,56 @@ def floor_engines(prepared: Callable[[Any], Any], output_rows: Callable[[Any], i
 
     return [Engine("floor", "floor", floor, columns),
             Engine("floor-out", "floor", floor_out, columns, floor_emits=True)]
+
+
+class TumblingFold:
+    """The combiner's floor (issue 32, lever 1), tumbling windows: fold each partition's
+    prepared rows into one partial per (key group, group, window) before the shuffle.
+
+    A ``mapInArrow`` function: the partition's rows, grouped by key group, group column and
+    window start (``floor(t / d) * d``), become count, sum, min and max of ``value``, the
+    distinct ``distinct`` values (a list: what an HLL or exact-distinct partial would be
+    built from) and the greatest event time (the watermark's column, so Spark's pre-filter
+    and watermark see the partial as its latest row).
+    """
+
+    def __init__(self, duration_us: int, group: str, value: str, distinct: str) -> None:
+        self.duration_us, self.group, self.value, self.distinct = (duration_us, group, value,
+                                                                   distinct)
+
+    def __call__(self, batches: Iterator[Any]) -> Iterator[Any]:
+        import pyarrow as pa
+
+        parts = [b for b in batches if b.num_rows]
+        if not parts:
+            return
+        t = pa.Table.from_batches(parts)
+        tus = t.column("__il_tus").to_numpy()
+        t = t.append_column("__il_ws", pa.array(tus - tus % self.duration_us))
+        out = t.group_by(["__il_kg", self.group, "__il_ws"], use_threads=False).aggregate([
+            (self.value, "count"), (self.value, "sum"), (self.value, "min"), (self.value, "max"),
+            (self.distinct, "distinct"), ("__il_t", "max")])
+        names = {f"{self.value}_count": "n", f"{self.value}_sum": "s", f"{self.value}_min": "mn",
+                 f"{self.value}_max": "mx", f"{self.distinct}_distinct": "du",
+                 "__il_t_max": "__il_t"}
+        out = out.rename_columns([names.get(c, c) for c in out.column_names])
+        yield from out.select(["__il_kg", "__il_t", "__il_ws", self.group, "n", "s", "mn", "mx",
+                               "du"]).to_batches()
+
+
+def combined_floor_on(op: Any, fold: TumblingFold, delay_ms: int) -> Any:
+    """The floor on ``fold``'s partials of a prepared window (``prepare_window(...)``).
+
+    The partials get the watermark again (``withWatermark``, the operator's delay: a
+    ``mapInArrow`` output carries no watermark, which an event-time timeout needs), then the
+    same no-op ``applyInPandasWithState`` as :func:`floor_on`.
+    """
+    from pyspark import cloudpickle
+
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    schema = ("__il_kg INT, __il_t TIMESTAMP, __il_ws BIGINT, "
+              f"{fold.group} BIGINT, n BIGINT, s DOUBLE, mn DOUBLE, mx DOUBLE, du ARRAY<BIGINT>")
+    partials = (op.prepared.mapInArrow(fold, schema)
+                .withWatermark("__il_t", f"{delay_ms} milliseconds"))
+    return partials.groupBy(*op.group_columns).applyInPandasWithState(
+        FloorFunction(), op.output_schema, op.state_schema, op.output_mode, op.timeout_conf)

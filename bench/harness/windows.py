@@ -240,7 +240,20 @@ def engines(options: Mapping[str, Any]) -> list[Engine]:
            Engine("interlace", "interlace", build_interlace, COLUMNS)]
     if options.get("floor"):
         out += floor_engines(prepared, lambda d: len(oracle(d)), COLUMNS)
+        out.append(Engine("floor-combined", "floor", build_combined_floor, COLUMNS))
     return out
+
+
+def build_combined_floor(ctx: Context) -> Any:
+    """The no-op floor on a tumbling combiner's partials (issue 32, lever 1); other kinds:
+    the plain floor (their combiner is not built)."""
+    from harness.floor import TumblingFold, combined_floor_on, floor_on
+
+    if ctx.data.kind.kind != "tumbling":
+        return floor_on(prepared(ctx))
+    s = spec(ctx.data.kind, ctx.key_groups)
+    fold = TumblingFold(ctx.data.kind.duration_ms * 1000, "k", "v", "u")
+    return combined_floor_on(prepared(ctx), fold, s.watermark_delay_ms)
 
 
 def native_tolerance(rsd: float | None) -> float:

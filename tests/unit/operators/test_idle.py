@@ -153,3 +153,83 @@ def test_observed_metrics_are_read_in_every_form_spark_gives_them(tmp_path) -> N
                    beats.metric("right"): Row(values=[0, None], schema=schema)})
     assert beats.tracker.clocks["left"].max_clock_us == 30 * S
     assert beats.tracker.clocks["right"].max_clock_us == 20 * S
+
+
+def _restarted(tmp_path, timeouts, now):  # noqa: ANN001, ANN202
+    """A Heartbeats as a new process builds it: only ``_idle.json`` known."""
+    from interlace.operators.common import idle
+
+    idle._BY_LOCATION.clear()
+    return Heartbeats(tmp_path, timeouts, clock=lambda: now)
+
+
+def test_restore_heartbeats_need_no_timeout(tmp_path) -> None:  # noqa: ANN001
+    """With a heartbeat folder and no timeout, each input still gets its own greatest clock
+    at a restart (Spark restores no per-input watermark), and nothing else."""
+    timeouts = {"left": None, "right": None}
+    beats = Heartbeats(tmp_path, timeouts, clock=lambda: 0)
+    assert beats.check() == {}  # nothing known yet
+    beats.observe({beats.metric("left"): {"rows": 2, "max_clock": 10 * S},
+                   beats.metric("right"): {"rows": 1, "max_clock": 40 * S}})
+    assert beats.check() == {}  # this run's watermark nodes have seen both
+    restarted = _restarted(tmp_path, timeouts, 5_000_000)
+    assert restarted.check() == {"left": 10 * S, "right": 40 * S}
+    assert restarted.check() == {}
+    assert restarted.idle_since_ms() == {"left": None, "right": None}
+
+
+def test_a_held_restore_writes_no_restore_heartbeat_but_still_an_idle_stamp(tmp_path) -> None:  # noqa: ANN001
+    """``hold_restore`` (an availableNow run with nothing new to read): no heartbeat that only
+    restores an input's own clock; an idle input's stamp past it is still written."""
+    from interlace.operators.common.idle import hold_restore
+
+    timeouts = {"left": None, "right": 1_000}
+    beats = Heartbeats(tmp_path, timeouts, clock=lambda: 0)
+    beats.observe({beats.metric("left"): {"rows": 1, "max_clock": 60 * S},
+                   beats.metric("right"): {"rows": 1, "max_clock": 10 * S}})
+    assert beats.check() == {}  # right not idle yet
+    hold_restore(tmp_path)
+    held = _restarted(tmp_path, timeouts, 2_000)  # right idle since 1_000
+    assert held.check() == {"right": 60 * S}
+    assert not list((tmp_path / "left").glob("heartbeat-*"))
+    unheld = _restarted(tmp_path, timeouts, 2_000)  # the hold is used once
+    assert unheld.check() == {"left": 60 * S, "right": 60 * S}
+
+
+def _unread(tmp_path, read: list[str], files: list[str], glob: bool = False) -> bool:  # noqa: ANN001
+    from pathlib import Path
+
+    from interlace.idle_run import unread_input
+    from interlace.pipeline import Pipeline
+
+    toml = (Path(__file__).resolve().parents[3] / "examples" / "orders_payments.toml").read_text()
+    p = Pipeline.from_toml(toml.replace('"data/orders"', '"data/orders/*.parquet"') if glob
+                           else toml)
+    for f in files:
+        (tmp_path / f).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / f).write_text("x")
+    if read:
+        log = p.checkpoint_folder(tmp_path) / "sources" / "0" / "0"
+        log.parent.mkdir(parents=True, exist_ok=True)
+        lines = [json.dumps({"path": (tmp_path / f).resolve().as_uri(), "timestamp": 0,
+                             "batchId": 0}) for f in read]
+        log.write_text("\n".join(["v1", *lines]) + "\n")
+    return unread_input(p, tmp_path)
+
+
+def test_unread_input_is_a_file_no_source_log_lists(tmp_path) -> None:  # noqa: ANN001
+    both = ["data/orders/0.parquet", "data/payments/0.parquet"]
+    assert not _unread(tmp_path / "a", both, both)
+    # Spark's hidden files are no input; a new file in either folder is.
+    assert not _unread(tmp_path / "b", both, [*both, "data/orders/_SUCCESS",
+                                               "data/payments/.0.parquet.crc"])
+    assert _unread(tmp_path / "c", both, [*both, "data/payments/1.parquet"])
+    assert _unread(tmp_path / "d", both, [*both, "data/orders/day=2/1.parquet"])
+    # An idle heartbeat the last run wrote for the next one is new input too.
+    beat = "out/checkpoints/orders-payments/heartbeats/right/heartbeat-1.parquet"
+    assert _unread(tmp_path / "h", both, [*both, beat])
+    assert not _unread(tmp_path / "i", [*both, beat], [*both, beat])
+    # Unsure: no log yet, a folder missing, a path that is no folder (a glob).
+    assert _unread(tmp_path / "e", [], both)
+    assert _unread(tmp_path / "f", both[:1], both[:1])
+    assert _unread(tmp_path / "g", both, both, glob=True)
