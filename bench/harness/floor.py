@@ -105,7 +105,7 @@ class TumblingFold:
     and watermark see the partial as its latest row).
     """
 
-    def __init__(self, duration_us: int, group: str, value: str, distinct: str) -> None:
+    def __init__(self, duration_us: int, group: str, value: str, distinct: str | None) -> None:
         self.duration_us, self.group, self.value, self.distinct = (duration_us, group, value,
                                                                    distinct)
 
@@ -118,30 +118,38 @@ class TumblingFold:
         t = pa.Table.from_batches(parts)
         tus = t.column("__il_tus").to_numpy()
         t = t.append_column("__il_ws", pa.array(tus - tus % self.duration_us))
+        distinct = [(self.distinct, "distinct")] if self.distinct else []
         out = t.group_by(["__il_kg", self.group, "__il_ws"], use_threads=False).aggregate([
             (self.value, "count"), (self.value, "sum"), (self.value, "min"), (self.value, "max"),
-            (self.distinct, "distinct"), ("__il_t", "max")])
+            *distinct, ("__il_t", "max")])
         names = {f"{self.value}_count": "n", f"{self.value}_sum": "s", f"{self.value}_min": "mn",
                  f"{self.value}_max": "mx", f"{self.distinct}_distinct": "du",
                  "__il_t_max": "__il_t"}
         out = out.rename_columns([names.get(c, c) for c in out.column_names])
         yield from out.select(["__il_kg", "__il_t", "__il_ws", self.group, "n", "s", "mn", "mx",
-                               "du"]).to_batches()
+                               *(["du"] if self.distinct else [])]).to_batches()
 
 
 def combined_floor_on(op: Any, fold: TumblingFold, delay_ms: int) -> Any:
     """The floor on ``fold``'s partials of a prepared window (``prepare_window(...)``).
 
-    The partials get the watermark again (``withWatermark``, the operator's delay: a
-    ``mapInArrow`` output carries no watermark, which an event-time timeout needs), then the
-    same no-op ``applyInPandasWithState`` as :func:`floor_on`.
+    A ``mapInArrow`` output is a new column: its ``__il_t`` is declared with the watermark's
+    metadata (Spark refuses a second ``withWatermark``, and an event-time timeout needs the
+    watermarked column among its input's), so Spark's pre-filter judges each partial by its
+    greatest event time. Then the same no-op ``applyInPandasWithState`` as :func:`floor_on`.
     """
     from pyspark import cloudpickle
+    from pyspark.sql import types as T
 
     cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    schema = ("__il_kg INT, __il_t TIMESTAMP, __il_ws BIGINT, "
-              f"{fold.group} BIGINT, n BIGINT, s DOUBLE, mn DOUBLE, mx DOUBLE, du ARRAY<BIGINT>")
-    partials = (op.prepared.mapInArrow(fold, schema)
-                .withWatermark("__il_t", f"{delay_ms} milliseconds"))
+    ddl = T._parse_datatype_string(
+        "__il_kg INT, __il_t TIMESTAMP, __il_ws BIGINT, "
+        f"{fold.group} BIGINT, n BIGINT, s DOUBLE, mn DOUBLE, mx DOUBLE"
+        + (", du ARRAY<BIGINT>" if fold.distinct else ""))
+    schema = T.StructType([
+        T.StructField(f.name, f.dataType, f.nullable,
+                      {"spark.watermarkDelayMs": delay_ms} if f.name == "__il_t" else None)
+        for f in ddl.fields])
+    partials = op.prepared.mapInArrow(fold, schema)
     return partials.groupBy(*op.group_columns).applyInPandasWithState(
         FloorFunction(), op.output_schema, op.state_schema, op.output_mode, op.timeout_conf)

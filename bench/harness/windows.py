@@ -232,27 +232,31 @@ def build_native(ctx: Context) -> Any:
     return native(source(ctx), ctx.data.kind, ctx.options.get("native_rsd"))
 
 
-def engines(options: Mapping[str, Any]) -> list[Engine]:
-    """Native, interlace, and (``floor``) the no-op floor and the floor that emits rows."""
+def engines(options: Mapping[str, Any], kind: Kind | None = None) -> list[Engine]:
+    """Native, interlace, and (``floor``) the no-op floor and the floor that emits rows; for
+    tumbling windows also the floors on a combiner's partials (with and without the
+    distinct values)."""
     from harness.floor import floor_engines
 
     out = [Engine("native", "native", build_native, COLUMNS),
            Engine("interlace", "interlace", build_interlace, COLUMNS)]
     if options.get("floor"):
         out += floor_engines(prepared, lambda d: len(oracle(d)), COLUMNS)
+    if options.get("floor") and kind is not None and kind.kind == "tumbling":
         out.append(Engine("floor-combined", "floor", build_combined_floor, COLUMNS))
+        out.append(Engine("floor-combined-nd", "floor",
+                          lambda ctx: build_combined_floor(ctx, distinct=False), COLUMNS))
     return out
 
 
-def build_combined_floor(ctx: Context) -> Any:
-    """The no-op floor on a tumbling combiner's partials (issue 32, lever 1); other kinds:
-    the plain floor (their combiner is not built)."""
-    from harness.floor import TumblingFold, combined_floor_on, floor_on
+def build_combined_floor(ctx: Context, distinct: bool = True) -> Any:
+    """The no-op floor on a tumbling combiner's partials (issue 32, lever 1). ``distinct``
+    False: partials without the distinct values (the ceiling of a fold of count, sum, min,
+    max and avg only)."""
+    from harness.floor import TumblingFold, combined_floor_on
 
-    if ctx.data.kind.kind != "tumbling":
-        return floor_on(prepared(ctx))
     s = spec(ctx.data.kind, ctx.key_groups)
-    fold = TumblingFold(ctx.data.kind.duration_ms * 1000, "k", "v", "u")
+    fold = TumblingFold(ctx.data.kind.duration_ms * 1000, "k", "v", "u" if distinct else None)
     return combined_floor_on(prepared(ctx), fold, s.watermark_delay_ms)
 
 
@@ -322,7 +326,8 @@ def _register(name: str, label: str, kind: Kind) -> None:
     register(Workload(
         name=name, family="window", label=label,
         description=f"{label}; count, sum, min, max, avg, approximate distinct; L=5,000 ms",
-        generate=gen, write=write, engines=engines, verify=verify,
+        generate=gen, write=write, engines=lambda options: engines(options, kind),
+        verify=verify,
         default_key_groups=lambda: DEFAULT_KEY_GROUPS, checksum=CHECKSUM, held=held,
         held_label="(window, key) slots"))
 
