@@ -89,7 +89,8 @@ def default_label(workloads: list[Workload], stores: list[str], quick: bool) -> 
     """``quick``, ``full`` (every workload on every store), else the families and the store."""
     if quick:
         return "quick"
-    if len(workloads) == len(load()) and len(stores) == len(hspark.STORES):
+    full = {n for n, w in load().items() if w.in_full}
+    if full <= {w.name for w in workloads} and len(stores) == len(hspark.STORES):
         return "full"
     parts = list(dict.fromkeys(w.family for w in workloads))
     return "-".join(parts + (stores if len(stores) < len(hspark.STORES) else []))

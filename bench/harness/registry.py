@@ -112,7 +112,8 @@ class Workload:
     expressions a timed run hashes (default: the engine's columns); engines that must agree
     give equal checksums.
     ``held(data, batch_id, watermark_ms)``: the state rows the data implies after that
-    micro-batch (for bytes per held row), or ``None``.
+    micro-batch (for bytes per held row), or ``None``. ``in_full`` False: run only when named
+    (by name or family), never by ``*`` (the full benchmark).
     """
 
     name: str
@@ -128,10 +129,11 @@ class Workload:
     checksum: tuple[str, ...] | None = None
     held: Callable[[Any, int, int], int] | None = None
     held_label: str = "state rows"
+    in_full: bool = True
 
 
 REGISTRY: dict[str, Workload] = {}
-FAMILIES = ("join", "window", "table")
+FAMILIES = ("join", "window", "table", "state")
 
 
 def register(w: Workload) -> Workload:
@@ -159,7 +161,8 @@ def select(patterns: Sequence[str]) -> list[Workload]:
     reg = load()
     chosen: list[str] = []
     for pat in patterns:
-        hits = [n for n in reg if fnmatch.fnmatchcase(n, pat) or reg[n].family == pat]
+        hits = [n for n in reg if reg[n].family == pat or (
+            fnmatch.fnmatchcase(n, pat) and (reg[n].in_full or n == pat))]
         if not hits:
             msg = f"no workload matches {pat!r}; registered: {', '.join(reg)}"
             raise ValueError(msg)

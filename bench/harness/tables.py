@@ -72,6 +72,9 @@ class Shape:
     update_frac: float = 0.01
     tombstone_frac: float = 0.05  # tt only
     snapshot_frac: float = 0.9  # tt only: share of the keys in each side's snapshot
+    #: Updates per micro-batch fixed at this many, whatever the keys (``update_frac`` unused):
+    #: the state grows with ``--keys`` while the change per micro-batch stays (issue 34).
+    fixed_updates: int | None = None
 
 
 Cols = tuple[Any, ...]
@@ -121,7 +124,8 @@ def _update_times(s: Shape, rng: np.random.Generator, i: int, m: int) -> np.ndar
 def generate(s: Shape, keys: int, rows: int, batches: int, seed: int) -> TableData:
     """The data (deterministic in the arguments)."""
     rng = np.random.default_rng(seed)
-    m = max(1, round(keys * s.update_frac))
+    m = (min(keys, s.fixed_updates) if s.fixed_updates
+         else max(1, round(keys * s.update_frac)))
     if s.kind == "st":
         span_us, jit = int(s.span_s * 1_000_000), s.jitter_ms * 1000
         stream = []
@@ -499,7 +503,8 @@ def tt_verify(data: TableData, frames: Mapping[str, Any],
     return checks
 
 
-def _register(name: str, label: str, shape: Shape, seed_offset: int) -> None:
+def _register(name: str, label: str, shape: Shape, seed_offset: int,
+              family: str = "table") -> None:
     from interlace.state.keygroups import DEFAULT_JOIN_KEY_GROUPS
 
     def gen(size: Size) -> TableData:
@@ -511,9 +516,11 @@ def _register(name: str, label: str, shape: Shape, seed_offset: int) -> None:
 
     st = shape.kind == "st"
     register(Workload(
-        name=name, family="table", label=label,
+        name=name, family=family, label=label, in_full=family == "table",
         description=(f"{label}; I = L = {shape.lateness_ms:,} ms; snapshot in micro-batch 0, "
-                     f"{shape.update_frac:.0%} of the keys updated per micro-batch"),
+                     + (f"{shape.fixed_updates:,} keys updated per micro-batch"
+                        if shape.fixed_updates else
+                        f"{shape.update_frac:.0%} of the keys updated per micro-batch")),
         generate=gen, write=write, engines=st_engines if st else tt_engines,
         verify=st_verify if st else tt_verify,
         default_key_groups=lambda: DEFAULT_JOIN_KEY_GROUPS,
@@ -526,3 +533,7 @@ def _register(name: str, label: str, shape: Shape, seed_offset: int) -> None:
 _register("table-st10k", "stream-table, 10k keys", Shape("st", 10_000, 1_000), 10)
 _register("table-st1m", "stream-table, 1M keys", Shape("st", 1_000_000, 20_000), 11)
 _register("table-tt", "table-table, 10k keys", Shape("tt", 10_000, 1_000), 12)
+# The state sweep (issue 34): `--keys` sets the table (the state), the change stays 10,000
+# updates and the stream's rows per micro-batch; seed as st1m's.
+_register("table-st-state", "stream-table, 10k updates per micro-batch",
+          Shape("st", 1_000_000, 20_000, fixed_updates=10_000), 11, family="state")

@@ -35,8 +35,12 @@ def test_registry_holds_every_workload_the_issue_names() -> None:
     assert list(REGISTRY) == [
         "join-100k", "join-10k", "join-hot", "join-outer",
         "window-tumbling", "window-hopping", "window-session",
-        "table-st10k", "table-st1m", "table-tt"]
-    assert {w.family for w in REGISTRY.values()} == {"join", "window", "table"}
+        "table-st10k", "table-st1m", "table-tt", "table-st-state"]
+    assert {w.family for w in REGISTRY.values()} == {"join", "window", "table", "state"}
+    # The state sweep's workload runs only when named: not in the full benchmark.
+    assert "table-st-state" not in [w.name for w in select(["*"])]
+    assert [w.name for w in select(["table-st-state"])] == ["table-st-state"]
+    assert [w.name for w in select(["state"])] == ["table-st-state"]
     assert REGISTRY["join-outer"].sink_filter is not None  # its sentinels are dropped
 
 
