@@ -28,6 +28,7 @@ from interlace.operators.common import idle
 from interlace.pipeline.checkpoint import SPEC_FILE, spec_record
 from interlace.testing.log import JoinBatch
 from interlace.testing.oracle import canonical_rows, oracle_join
+from interlace.testing.replay import write_parquet_rows
 
 pytestmark = pytest.mark.spark
 
@@ -55,24 +56,6 @@ FIRST = JoinBatch(left=(_order(1, 0), _order(2, 5)), right=(_payment(1, 2), _pay
 SECOND = JoinBatch(left=(_order(3, 20), _order(4, 35)))
 
 
-def _write(folder: Path, name: str, index: int, rows: tuple[dict, ...], ddl: str) -> None:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    types = {"BIGINT": pa.int64(), "STRING": pa.string(), "DOUBLE": pa.float64(),
-             "TIMESTAMP": pa.timestamp("us", tz="UTC")}
-    schema = pa.schema([(c.split()[0], types[c.split()[1]]) for c in ddl.split(", ")])
-    path = folder / "data" / name / f"{index:03d}.parquet"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    utc = [{k: v.replace(tzinfo=dt.UTC) if isinstance(v, dt.datetime) else v
-            for k, v in r.items()} for r in rows]
-    pq.write_table(pa.Table.from_pylist(utc, schema=schema), path)
-    mtime = 1_700_000_000 + index
-    import os
-
-    os.utime(path, (mtime, mtime))
-
-
 def _run_twice(spark, folder: Path, monkeypatch) -> list[dict]:
     """Run the first file of each input, then (a restart, as a new process) the second."""
     import interlace.runner as runner
@@ -81,15 +64,20 @@ def _run_twice(spark, folder: Path, monkeypatch) -> list[dict]:
     # listener, no progress report after the commit (a kill can come before either).
     monkeypatch.setattr(idle.Heartbeats, "listen", lambda self, spark: None)
     monkeypatch.setattr(runner, "idle_sources", lambda *args: {})
+    def write(name: str, index: int, rows: tuple[dict, ...], ddl: str) -> None:
+        path = folder / "data" / name / f"{index:03d}.parquet"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_parquet_rows(path, rows, spark.createDataFrame([], ddl).schema,
+                           1_700_000_000 + index)
+
     (folder / "q.toml").write_text(TOML)
-    _write(folder, "orders", 0, FIRST.left, ORDERS_DDL)
-    _write(folder, "payments", 0, FIRST.right, PAYMENTS_DDL)
+    write("orders", 0, FIRST.left, ORDERS_DDL)
+    write("payments", 0, FIRST.right, PAYMENTS_DDL)
     run_here(spark, folder, "q.toml")
     idle._BY_LOCATION.clear()  # a new process knows only the checkpoint
-    _write(folder, "orders", 1, SECOND.left, ORDERS_DDL)
+    write("orders", 1, SECOND.left, ORDERS_DDL)
     run_here(spark, folder, "q.toml")
-    got = rows_of(read_table(folder / "out" / "quiet_payments.duckdb", "orders_payments"))
-    return got
+    return rows_of(read_table(folder / "out" / "quiet_payments.duckdb", "orders_payments"))
 
 
 def test_a_restart_reading_one_input_moves_w_as_the_uninterrupted_run(spark, tmp_path,
