@@ -97,7 +97,7 @@ def unread_input(pipeline: Any, base: Path) -> bool:
     """Whether a join input's folder, or its heartbeats', may hold a file never read.
 
     For an ``availableNow`` run: without one, the run reads nothing and needs no restore
-    heartbeat (:func:`~interlace.operators.common.idle.hold_restore`). The files read are
+    heartbeat (:func:`~interlace.operators.common.idle.restore_held`). The files read are
     those Spark's file sources logged under ``sources/`` in the checkpoint. True whenever
     unsure (a source that is no folder of files, a glob, no log yet): a restore heartbeat
     too many costs one micro-batch, one too few a ``W`` that waits for both inputs.

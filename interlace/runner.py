@@ -9,6 +9,7 @@ uninterrupted result.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import json
 import signal
@@ -31,7 +32,7 @@ from interlace.idle_run import (
     without_heartbeats,
 )
 from interlace.metrics import rows_read_from
-from interlace.operators.common.idle import hold_restore
+from interlace.operators.common.idle import restore_held
 from interlace.operators.common.names import CLOCK_COLUMN, DEAD_LETTER_COLUMN, TICK_COLUMN
 from interlace.operators.common.pending import schedule_pending_no_data_batch
 from interlace.operators.errors import ConfigError
@@ -354,10 +355,12 @@ class _StageQuery:
             name: read_channel(self.spark, self.channel_paths[name], schemas[up])
             for name, up in self.run.upstream.items()
         }
-        if (not self.continuous and heartbeat_sources(p, self.base)
-                and not unread_input(p, self.base)):
-            hold_restore(heartbeat_folder(p, self.base))  # no micro-batch for a heartbeat alone
-        with state_encoding_for(self.spark, p.checkpoint_folder(self.base)):
+        # An availableNow run with nothing to read: no micro-batch for a restore heartbeat alone.
+        nothing_new = (not self.continuous and heartbeat_sources(p, self.base)
+                       and not unread_input(p, self.base))
+        held = (restore_held(heartbeat_folder(p, self.base)) if nothing_new
+                else contextlib.nullcontext())
+        with held, state_encoding_for(self.spark, p.checkpoint_folder(self.base)):
             out = build_query_input(self.spark, p, base=self.base, counters=self.acc,
                                     frames=frames, start_aggregate=self._start_aggregate)
         stage = self.run.stage

@@ -42,12 +42,13 @@ may be late, and are counted and dead-lettered as any late row.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -56,7 +57,7 @@ from interlace.operators.common.names import CLOCK_COLUMN, TICK_COLUMN
 from interlace.operators.errors import ConfigError
 
 __all__ = ["Heartbeats", "IdleTracker", "InputClock", "batch_metrics", "heartbeats_at",
-           "hold_restore", "unlisten", "with_heartbeats"]
+           "restore_held", "unlisten", "with_heartbeats"]
 
 _STATE = "_idle.json"
 
@@ -190,8 +191,7 @@ class Heartbeats:
             (self.location / name).mkdir(exist_ok=True)
         self.tracker = self._load(timeouts_ms)
         key = str(self.location.resolve())
-        if key in _RESTORE_HELD:  # hold_restore: as if each input's clock were restored
-            _RESTORE_HELD.discard(key)
+        if key in _RESTORE_HELD:  # restore_held: as if each input's clock were restored
             self.tracker.run_clock_us = {n: c.clock_us for n, c in self.tracker.clocks.items()}
         _BY_LOCATION[key] = self
 
@@ -324,14 +324,21 @@ _BY_LOCATION: dict[str, Heartbeats] = {}
 _RESTORE_HELD: set[str] = set()
 
 
-def hold_restore(location: str | os.PathLike[str]) -> None:
-    """Have the next :class:`Heartbeats` prepared at ``location`` write no restore heartbeat.
+@contextlib.contextmanager
+def restore_held(location: str | os.PathLike[str]) -> Iterator[None]:
+    """While inside, a :class:`Heartbeats` prepared at ``location`` writes no restore heartbeat.
 
     For an ``availableNow`` run that has nothing new to read: a restore heartbeat would be
     new input of its own, and Spark would run a micro-batch for it alone. Idle heartbeats
-    are still written when due.
+    are still written when due. The hold ends with the block, used or not (a query whose
+    build failed leaves none behind for the next).
     """
-    _RESTORE_HELD.add(str(Path(location).resolve()))
+    key = str(Path(location).resolve())
+    _RESTORE_HELD.add(key)
+    try:
+        yield
+    finally:
+        _RESTORE_HELD.discard(key)
 
 
 def heartbeats_at(location: str | os.PathLike[str]) -> Heartbeats | None:

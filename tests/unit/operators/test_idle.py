@@ -179,20 +179,20 @@ def test_restore_heartbeats_need_no_timeout(tmp_path) -> None:  # noqa: ANN001
 
 
 def test_a_held_restore_writes_no_restore_heartbeat_but_still_an_idle_stamp(tmp_path) -> None:  # noqa: ANN001
-    """``hold_restore`` (an availableNow run with nothing new to read): no heartbeat that only
+    """``restore_held`` (an availableNow run with nothing new to read): no heartbeat that only
     restores an input's own clock; an idle input's stamp past it is still written."""
-    from interlace.operators.common.idle import hold_restore
+    from interlace.operators.common.idle import restore_held
 
     timeouts = {"left": None, "right": 1_000}
     beats = Heartbeats(tmp_path, timeouts, clock=lambda: 0)
     beats.observe({beats.metric("left"): {"rows": 1, "max_clock": 60 * S},
                    beats.metric("right"): {"rows": 1, "max_clock": 10 * S}})
     assert beats.check() == {}  # right not idle yet
-    hold_restore(tmp_path)
-    held = _restarted(tmp_path, timeouts, 2_000)  # right idle since 1_000
+    with restore_held(tmp_path):
+        held = _restarted(tmp_path, timeouts, 2_000)  # right idle since 1_000
     assert held.check() == {"right": 60 * S}
     assert not list((tmp_path / "left").glob("heartbeat-*"))
-    unheld = _restarted(tmp_path, timeouts, 2_000)  # the hold is used once
+    unheld = _restarted(tmp_path, timeouts, 2_000)  # the hold ends with its block
     assert unheld.check() == {"left": 60 * S, "right": 60 * S}
 
 
