@@ -130,6 +130,7 @@ class PipelineMetrics:
         from prometheus_client import CollectorRegistry, Counter, Gauge
 
         self.pipeline = pipeline
+        self.port: int | None = None  # the port serve() listens on
         self.kind = kind
         self.registry = CollectorRegistry()
 
@@ -175,10 +176,14 @@ class PipelineMetrics:
         return view
 
     def serve(self, port: int) -> Any:
-        """Expose ``/metrics`` on ``port`` (0 picks a free port); returns the server."""
+        """Expose ``/metrics`` on ``port`` (0 picks a free port, then read ``self.port``).
+
+        Returns the server; ``self.port`` is the port it listens on.
+        """
         from prometheus_client import start_http_server
 
         server, _thread = start_http_server(port, registry=self.registry)
+        self.port = server.server_port
         return server
 
     def update_counters(self, totals: dict[str, int], late_policy: str) -> None:

@@ -589,7 +589,8 @@ def run_pipeline(
         pipeline: The pipeline.
         base: Folder that relative paths in the pipeline are resolved against (default: cwd).
         continuous: Keep running (processing-time trigger) instead of ``availableNow``.
-        metrics_port: Serve Prometheus metrics on this port while running.
+        metrics_port: Serve Prometheus metrics on this port while running (0: a free port,
+            printed on ``progress`` and kept in ``metrics.port``).
         progress: Where progress lines go (``None``: silent).
         spark: A SparkSession (default: one from ``[spark]``).
         metrics: A :class:`~interlace.metrics.PipelineMetrics` to feed (default: a new one).
@@ -634,6 +635,8 @@ def run_pipeline(
 
     metrics = metrics or PipelineMetrics(pipeline.name, kind_of(runs[-1]))
     server = metrics.serve(metrics_port) if metrics_port is not None else None
+    if server is not None and progress is not None:
+        print(f"metrics: http://127.0.0.1:{metrics.port}/metrics", file=progress, flush=True)
     chain_root = pipeline.checkpoint_folder(base) if pipeline.stages else None
     queries = [
         _StageQuery(run, spark, base,

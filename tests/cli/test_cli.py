@@ -604,13 +604,15 @@ def test_metrics_endpoint_is_scraped_during_a_run_and_matches_the_oracle(spark, 
     text = JOIN_TOML.replace('how = "left"', 'how = "left"\nlate_data = "drop"')
     p = Pipeline.from_toml(text)
     metrics = PipelineMetrics(p.name, "join")
-    port = _free_port()
     scrapes: list[str] = []
     stop = threading.Event()
 
     def scrape():
         while not stop.is_set():
+            port = getattr(metrics, "port", None)  # set once the run binds a free port
             try:
+                if port is None:
+                    raise OSError("not serving yet")
                 with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as r:
                     scrapes.append(r.read().decode())
             except OSError:
@@ -620,12 +622,14 @@ def test_metrics_endpoint_is_scraped_during_a_run_and_matches_the_oracle(spark, 
     t = threading.Thread(target=scrape, daemon=True)
     t.start()
     try:
-        summary = run_pipeline(p, base=tmp_path, spark=spark, metrics=metrics, metrics_port=port,
-                               progress=None)
+        out = io.StringIO()
+        summary = run_pipeline(p, base=tmp_path, spark=spark, metrics=metrics, metrics_port=0,
+                               progress=out)
     finally:
         stop.set()
         t.join(timeout=5)
     assert scrapes, "the endpoint was never reachable during the run"
+    assert f"metrics: http://127.0.0.1:{metrics.port}/metrics" in out.getvalue()
     assert any("interlace_join_matches_total" in s for s in scrapes)
     want = oracle_join(p.join, log, left_columns=ORDERS.names, right_columns=PAYS.names)
     pairs = sum(1 for o in want.rows if o.row["right_order_id"] is not None)
@@ -649,14 +653,6 @@ def _sample(text, name):
         if line.startswith(name + "{") or line.startswith(name + " "):
             return float(line.rsplit(" ", 1)[1])
     return 0.0
-
-
-def _free_port():
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_explain_prints_the_seed_003_table(tmp_path):
