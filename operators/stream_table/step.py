@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from interlace.operators.common.arrow import i64
 from interlace.operators.common.changelog import (
     add_count,
@@ -24,7 +25,12 @@ from interlace.operators.common.changelog import (
     tombstone_mask,
     with_dead_letters,
 )
-from interlace.operators.common.keys import has_null_key, key_codes, key_codes_across
+from interlace.operators.common.keys import (
+    has_null_key,
+    key_codes,
+    key_codes_across,
+    without_negative_zero,
+)
 from interlace.operators.stream_table.plan import (
     SIDE_COLUMN,
     STREAM,
@@ -193,6 +199,62 @@ def _retain(
     return history, int(trim.min()) + plan.retention_us if len(trim) else None
 
 
+def _split_quiet(
+    plan: StreamTablePlan, stored: pa.Table, versions: pa.Table, due: pa.Table
+) -> tuple[pa.Table | None, pa.Table]:
+    """Split the stored history into its quiet rows and the rest, plus ``versions``.
+
+    A **quiet** row is the only version of its key, not a tombstone, and its key neither gets
+    a version nor is looked up in this call: the lookups never read it and retention keeps it
+    (the newest version at or before ``wm - HR`` stays unless it is a tombstone), so the call
+    can leave it as it is. Finding them costs a pass over the stored rows without hashing
+    them all (the whole history's key codes and sort cost the call O(H log H) per key group,
+    0.7 s at 2.5M keys; issue 34): the stored history keeps each key's rows next to each other
+    (:func:`_retain` sorts by key; quiet rows go first, then the rest, each key in one of
+    them), so a row whose key equals a neighbour's, or which is a tombstone, may have other
+    versions; a row each of whose key columns holds a value that column has in this call's
+    versions or due stream rows may be read. The second test looks at each column on its own
+    (Arrow looks up no tuples), so it takes a superset of the rows read, never fewer.
+
+    Returns:
+        ``(quiet, active)``: ``active`` holds the other stored rows and ``versions``;
+        ``(None, ...)`` when nothing is quiet enough to be worth the split (small histories,
+        key types Arrow cannot look up).
+    """
+    n = stored.num_rows
+    touched = versions.num_rows + due.num_rows
+    if n < max(_SPLIT_MIN_ROWS, 2) or n < _SPLIT_RATIO * touched:
+        return None, stored
+    read = np.ones(n, dtype=bool)
+    same = np.ones(n - 1, dtype=bool)
+    for key, probe_key, typ in zip(plan.table_key_internal, plan.stream_key_internal,
+                                   plan.key_types, strict=True):
+        col = without_negative_zero(stored.column(key).cast(typ)).combine_chunks()
+        wanted = pa.chunked_array(
+            [*without_negative_zero(versions.column(key).cast(typ)).chunks,
+             *without_negative_zero(due.column(probe_key).cast(typ)).chunks], type=typ)
+        after, before = col.slice(1), col.slice(0, n - 1)
+        try:
+            read &= bools(pc.is_in(col, value_set=pc.unique(wanted.drop_null())))
+            equal = bools(pc.equal(after, before).fill_null(False))
+        except pa.ArrowNotImplementedError:
+            return None, stored
+        if pa.types.is_floating(typ):  # NaN keys are equal keys (Arrow's hashing, Spark's)
+            equal |= bools(pc.and_(pc.is_nan(after), pc.is_nan(before)).fill_null(False))
+        same &= equal
+    sel = read | bools(stored.column(TOMBSTONE_FLAG_COLUMN))
+    sel[1:] |= same
+    sel[:-1] |= same
+    quiet = stored.filter(pa.array(~sel))
+    return quiet, pa.concat_tables([stored.filter(pa.array(sel)), versions])
+
+
+#: A call sorts the whole history (:func:`_split_quiet`) below this many stored rows, or
+#: when they are fewer than ``_SPLIT_RATIO`` times its versions and due rows (tests set 0).
+_SPLIT_MIN_ROWS = 10_000
+_SPLIT_RATIO = 4
+
+
 def step(
     plan: StreamTablePlan, state: StreamTableState, batch: pa.Table, wm_us: int | None
 ) -> StreamTableStepResult:
@@ -242,12 +304,16 @@ def step(
         add_count(counters, "null_key_dropped_left", int(null_key.sum()))
         arrived = arrived.filter(pa.array(~null_key))
     due, held, new_held = split_pending(plan.emit, state.held, arrived, wm_us)
-    output = _joined(plan, due, history, counters)
+    quiet, active = _split_quiet(plan, state.history, versions, due)
+    if quiet is None:
+        active = history
+    output = _joined(plan, due, active, counters)
     add_count(counters, "held_left", int(new_held.sum()))
 
-    before = history.num_rows
-    history, next_trim_us = _retain(plan, history, wm_us)
-    add_count(counters, "versions_evicted", before - history.num_rows)
+    before = active.num_rows
+    active, next_trim_us = _retain(plan, active, wm_us)
+    add_count(counters, "versions_evicted", before - active.num_rows)
+    history = active if quiet is None else pa.concat_tables([quiet, active])
     return StreamTableStepResult(
         output=with_dead_letters(output, letters),
         state=StreamTableState(

@@ -11,10 +11,12 @@
 from __future__ import annotations
 
 import datetime as dt
+import importlib
 from collections import Counter
 from typing import Any
 
 import pyarrow as pa
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -178,3 +180,15 @@ def test_final_output_is_independent_of_the_order_across_inputs(data: Any) -> No
     outs = [Counter(canonical_rows([r for _, r in run.rows if r["left_id"] != SENTINEL]))
             for run in runs]
     assert outs[0] == outs[1] == as_of_join(spec.how, arrivals)
+
+
+@pytest.fixture(autouse=True, scope="module", params=["whole history", "quiet rows split off"])
+def history_split(request: Any) -> Any:
+    """Run every property twice: each call sorting the whole history, and each call leaving
+    the quiet rows alone (``_split_quiet`` forced on at any size; issue 34)."""
+    step_module = importlib.import_module("interlace.operators.stream_table.step")
+    saved = step_module._SPLIT_MIN_ROWS, step_module._SPLIT_RATIO
+    if request.param == "quiet rows split off":
+        step_module._SPLIT_MIN_ROWS, step_module._SPLIT_RATIO = 0, 0
+    yield request.param
+    step_module._SPLIT_MIN_ROWS, step_module._SPLIT_RATIO = saved

@@ -382,3 +382,55 @@ def test_docs_stream_table_page_examples_run() -> None:
     page = Path(__file__).resolve().parents[3] / "docs" / "stream-table.md"
     result = doctest.testfile(str(page), module_relative=False, optionflags=doctest.ELLIPSIS)
     assert result.attempted > 5 and result.failed == 0
+
+
+# ---- issue 34: a large history, its quiet rows left alone ----------------------------------
+
+
+def test_a_call_on_a_large_history_leaves_quiet_keys_alone_and_gives_the_same_answer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """20,000 table keys (float and string key columns: -0.0 and 0.0 among them, some
+    keys with several versions, some deleted), then micro-batches touching a few hundred:
+    the calls split the quiet keys off (the default thresholds) and give the oracle's rows,
+    counters and watermarks, as the calls that sort the whole history do."""
+    import importlib
+
+    step_module = importlib.import_module("interlace.operators.stream_table.step")
+    rnd = random.Random(34)
+    schema = pa.schema([("k1", pa.float64()), ("k2", pa.string()), ("v", pa.string()),
+                        ("event_time", TS)])
+    keys = [(float(i % 5_000) - 2_500.0, f"s{i // 5_000}") for i in range(20_000)]
+    keys[:3] = [(-0.0, "z"), (0.0, "y"), (-0.0, "y")]
+
+    def row(k: tuple[float, str], v: Any, sec: float) -> dict[str, Any]:
+        return {"k1": k[0], "k2": k[1], "v": v, "event_time": at(sec)}
+
+    snapshot = [row(k, f"v0-{i}", 1 + i % 3) for i, k in enumerate(keys)]
+    snapshot += [row(keys[i], f"v1-{i}", 4) for i in range(0, 20_000, 97)]  # second versions
+    snapshot += [row(keys[i], None, 5) for i in range(1, 20_000, 211)]  # deletes
+    log = [JoinBatch(left=[], right=snapshot)]
+    for b in range(1, 6):
+        t = 10 + 5 * b
+        log.append(JoinBatch(
+            left=[row((-0.0, "y") if j == 0 else rnd.choice(keys), None, t + rnd.random())
+                  for j in range(300)],
+            right=[row(rnd.choice(keys), f"v{b}-{j}", t + rnd.random()) for j in range(50)]))
+    spec = StreamTableJoin(left_keys=["k1", "k2"], right_keys=["k1", "k2"],
+                           event_time_column="event_time", how="left", emit="final",
+                           lateness_ms=1_000, history_retention_ms=2_000, key_groups=1)
+    calls: list[bool] = []
+    split = step_module._split_quiet
+
+    def spy(*args: Any) -> Any:
+        quiet, active = split(*args)
+        calls.append(quiet is not None and quiet.num_rows > 10_000)
+        return quiet, active
+
+    monkeypatch.setattr(step_module, "_split_quiet", spy)
+    check(spec, log, schema, schema)
+    assert sum(calls) >= 4, calls  # the micro-batches after the snapshot split
+    monkeypatch.setattr(step_module, "_SPLIT_MIN_ROWS", 10**12)
+    calls.clear()
+    check(spec, log, schema, schema)
+    assert not any(calls)
