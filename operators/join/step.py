@@ -16,7 +16,7 @@ import numpy as np
 import pyarrow as pa
 from interlace.operators.common.arrow import i64
 from interlace.operators.common.deadletters import dead_letter
-from interlace.operators.common.keys import has_null_key, key_codes_across
+from interlace.operators.common.keys import has_null_key, key_codes_across, may_match
 from interlace.operators.common.names import DEAD_LETTER_COLUMN
 from interlace.operators.join.plan import LEFT, RIGHT, SIDE_COLUMN, SIDE_NAMES, JoinPlan
 from interlace.state.buffers import MATCHED_COLUMN, TIME_COLUMN, JoinBuffers
@@ -82,9 +82,13 @@ def _match(
     lo_us, hi_us = (
         (plan.lower_us, plan.upper_us) if this == LEFT else (-plan.upper_us, -plan.lower_us)
     )
-    pcode, bcode = _key_codes(plan, probe, keys[this], build, keys[1 - this])
+    rows = _candidates(plan, probe, keys[this], build, keys[1 - this])
+    cand = build if rows is None else build.take(pa.array(rows))
+    pcode, bcode = _key_codes(plan, probe, keys[this], cand, keys[1 - this])
     pt = i64(probe.column(TIME_COLUMN))
-    pi, bi = _interval_pairs(pcode, pt + lo_us, pt + hi_us, bcode, i64(build.column(TIME_COLUMN)))
+    pi, bi = _interval_pairs(pcode, pt + lo_us, pt + hi_us, bcode, i64(cand.column(TIME_COLUMN)))
+    if rows is not None:
+        bi = rows[bi]
     probe_m[pi] = True
     build_m[bi] = True
     if plan.how not in ("left_semi", "left_anti"):
@@ -93,6 +97,33 @@ def _match(
         else:
             out.add(build, bi, probe, pi, len(pi))
     return probe_m, len(pi)
+
+
+def _candidates(
+    plan: JoinPlan,
+    probe: pa.Table,
+    probe_keys: Sequence[str],
+    build: pa.Table,
+    build_keys: Sequence[str],
+) -> NDArray[np.int64] | None:
+    """The build rows whose key may equal a probe row's, when the buffer is the large side.
+
+    Encoding every buffered key for each call (:func:`_key_codes`) grows with the buffer, not
+    with the call; a buffer many times the call's rows is first narrowed to the rows whose
+    key columns hold the probe's values (:func:`~interlace.operators.common.keys.may_match`,
+    a superset of the matches). ``None``: use the whole buffer.
+    """
+    n = build.num_rows
+    if n < max(_NARROW_MIN_ROWS, 1) or n < _NARROW_RATIO * probe.num_rows:
+        return None
+    mask = may_match(build, build_keys, [(probe, probe_keys)], plan.key_types)
+    return None if mask is None else np.flatnonzero(mask)
+
+
+#: A call narrows the other side's buffer (:func:`_candidates`) from this many rows, and when
+#: it holds at least ``_NARROW_RATIO`` times the call's rows of this side (tests set 0).
+_NARROW_MIN_ROWS = 10_000
+_NARROW_RATIO = 4
 
 
 def _interval_pairs(

@@ -4,8 +4,10 @@
 does no I/O and reads no clock: the operator watermark ``wm_us`` arrives as an argument.
 Vectorised per key group: the as-of lookup sorts the history by (key code, time rank) packed
 into one int64 and finds each stream row's version with one ``np.searchsorted``; retention is
-array arithmetic over the same order. Neighbours: ``plan.py`` (the plan it runs),
-:mod:`interlace.state.tables` (the state it keeps).
+array arithmetic over the same order. On a large history both run only on the keys a call can
+change or read: the quiet keys are split off first and carried over (:func:`_split_quiet`),
+so a call's sorting grows with what it touches, not with the table. Neighbours: ``plan.py``
+(the plan it runs), :mod:`interlace.state.tables` (the state it keeps).
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from interlace.operators.common.keys import (
     has_null_key,
     key_codes,
     key_codes_across,
-    without_negative_zero,
+    may_match,
 )
 from interlace.operators.stream_table.plan import (
     SIDE_COLUMN,
@@ -225,21 +227,17 @@ def _split_quiet(
     touched = versions.num_rows + due.num_rows
     if n < max(_SPLIT_MIN_ROWS, 2) or n < _SPLIT_RATIO * touched:
         return None, stored
-    read = np.ones(n, dtype=bool)
+    read = may_match(stored, plan.table_key_internal,
+                     [(versions, plan.table_key_internal), (due, plan.stream_key_internal)],
+                     plan.key_types)
+    if read is None:
+        return None, stored
     same = np.ones(n - 1, dtype=bool)
-    for key, probe_key, typ in zip(plan.table_key_internal, plan.stream_key_internal,
-                                   plan.key_types, strict=True):
-        col = without_negative_zero(stored.column(key).cast(typ)).combine_chunks()
-        wanted = pa.chunked_array(
-            [*without_negative_zero(versions.column(key).cast(typ)).chunks,
-             *without_negative_zero(due.column(probe_key).cast(typ)).chunks], type=typ)
+    for key in plan.table_key_internal:
+        col = stored.column(key).combine_chunks()
         after, before = col.slice(1), col.slice(0, n - 1)
-        try:
-            read &= bools(pc.is_in(col, value_set=pc.unique(wanted.drop_null())))
-            equal = bools(pc.equal(after, before).fill_null(False))
-        except pa.ArrowNotImplementedError:
-            return None, stored
-        if pa.types.is_floating(typ):  # NaN keys are equal keys (Arrow's hashing, Spark's)
+        equal = bools(pc.equal(after, before).fill_null(False))
+        if pa.types.is_floating(col.type):  # NaN keys are equal keys (Arrow's hashing, Spark's)
             equal |= bools(pc.and_(pc.is_nan(after), pc.is_nan(before)).fill_null(False))
         same &= equal
     sel = read | bools(stored.column(TOMBSTONE_FLAG_COLUMN))

@@ -4,9 +4,12 @@ against the batch join."""
 
 from __future__ import annotations
 
+import importlib
 from collections import Counter
+from typing import Any
 
 import pyarrow as pa
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from interlace.operators.join import JoinPlan
@@ -182,3 +185,16 @@ def test_no_null_padded_row_before_eviction_and_each_row_emitted_at_most_once(sp
 
 def test_hows_cover_the_contract():
     assert set(HOWS) == {"inner", "left", "right", "full", "left_semi", "left_anti"}
+
+
+@pytest.fixture(autouse=True, scope="module", params=["whole buffer", "buffer narrowed"])
+def narrowed_buffers(request: Any) -> Any:
+    """Run every property twice: each call matching against the other side's whole buffer,
+    and each call narrowing it to the rows whose keys may match first (``_candidates``
+    forced on at any size; issue 34)."""
+    step_module = importlib.import_module("interlace.operators.join.step")
+    saved = step_module._NARROW_MIN_ROWS, step_module._NARROW_RATIO
+    if request.param == "buffer narrowed":
+        step_module._NARROW_MIN_ROWS, step_module._NARROW_RATIO = 0, 0
+    yield request.param
+    step_module._NARROW_MIN_ROWS, step_module._NARROW_RATIO = saved
