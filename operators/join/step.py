@@ -3,8 +3,9 @@
 :func:`step` advances one key group by one call. It makes no Spark calls, does no I/O and
 reads no clock: the operator watermark ``wm_us`` arrives as an argument (the shim, ``shim.py``,
 computes it from Spark's). Vectorised: each side sorted by event time, matches bounded with
-``np.searchsorted``, one gather per side. Neighbours: ``plan.py`` (the :class:`JoinPlan` it
-runs), :mod:`interlace.state.buffers` (the per-side buffers it keeps).
+``np.searchsorted``, one gather per side; a buffer many times a call's rows is first
+narrowed to the rows whose keys may match (:func:`_candidates`). Neighbours: ``plan.py`` (the
+:class:`JoinPlan` it runs), :mod:`interlace.state.buffers` (the per-side buffers it keeps).
 """
 
 from __future__ import annotations

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import importlib
+from collections.abc import Iterator
 
 import pyarrow as pa
 from hypothesis import strategies as st
@@ -15,6 +18,22 @@ COLS = ["id", "v", "ts"]
 ARROW = pa.schema([("id", pa.int64()), ("v", pa.string()), ("ts", pa.timestamp("ns"))])
 HOWS = ["inner", "left", "right", "full", "left_semi", "left_anti"]
 SENTINEL = 10_000
+
+
+@contextlib.contextmanager
+def module_constants(module: str, forced: bool, **values: int) -> Iterator[None]:
+    """Set ``module``'s constants to ``values`` inside the block if ``forced`` (else leave
+    them), then restore them: the properties run a size threshold's both paths (issue 34)."""
+    mod = importlib.import_module(module)
+    saved = {name: getattr(mod, name) for name in values}
+    if forced:
+        for name, value in values.items():
+            setattr(mod, name, value)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            setattr(mod, name, value)
 
 
 def at(sec: float) -> dt.datetime:

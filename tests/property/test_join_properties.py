@@ -4,7 +4,6 @@ against the batch join."""
 
 from __future__ import annotations
 
-import importlib
 from collections import Counter
 from typing import Any
 
@@ -21,6 +20,7 @@ from strategies import (
     in_order_rows,
     join_specs,
     messy_logs,
+    module_constants,
     split_in_order,
 )
 
@@ -192,9 +192,6 @@ def narrowed_buffers(request: Any) -> Any:
     """Run every property twice: each call matching against the other side's whole buffer,
     and each call narrowing it to the rows whose keys may match first (``_candidates``
     forced on at any size; issue 34)."""
-    step_module = importlib.import_module("interlace.operators.join.step")
-    saved = step_module._NARROW_MIN_ROWS, step_module._NARROW_RATIO
-    if request.param == "buffer narrowed":
-        step_module._NARROW_MIN_ROWS, step_module._NARROW_RATIO = 0, 0
-    yield request.param
-    step_module._NARROW_MIN_ROWS, step_module._NARROW_RATIO = saved
+    with module_constants("interlace.operators.join.step", request.param == "buffer narrowed",
+                          _NARROW_MIN_ROWS=0, _NARROW_RATIO=0):
+        yield request.param

@@ -11,7 +11,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import importlib
 from collections import Counter
 from typing import Any
 
@@ -19,6 +18,7 @@ import pyarrow as pa
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from strategies import module_constants
 
 from interlace import StreamTableJoin
 from interlace.testing.local import run_stream_table_locally
@@ -186,9 +186,7 @@ def test_final_output_is_independent_of_the_order_across_inputs(data: Any) -> No
 def history_split(request: Any) -> Any:
     """Run every property twice: each call sorting the whole history, and each call leaving
     the quiet rows alone (``_split_quiet`` forced on at any size; issue 34)."""
-    step_module = importlib.import_module("interlace.operators.stream_table.step")
-    saved = step_module._SPLIT_MIN_ROWS, step_module._SPLIT_RATIO
-    if request.param == "quiet rows split off":
-        step_module._SPLIT_MIN_ROWS, step_module._SPLIT_RATIO = 0, 0
-    yield request.param
-    step_module._SPLIT_MIN_ROWS, step_module._SPLIT_RATIO = saved
+    with module_constants("interlace.operators.stream_table.step",
+                          request.param == "quiet rows split off",
+                          _SPLIT_MIN_ROWS=0, _SPLIT_RATIO=0):
+        yield request.param

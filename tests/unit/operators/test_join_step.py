@@ -328,3 +328,60 @@ def test_prepared_layout_is_the_inverse_of_frames_to_table():
         own = plan.left_payload.names if s == 0 else plan.right_payload.names
         cols = [SIDE_COLUMN, TIME_COLUMN, *own]
         assert got.filter(mask).select(cols).equals(b.filter(mask).select(cols))
+
+
+def test_a_large_buffer_is_narrowed_to_the_keys_that_may_match_with_the_same_answer(
+    monkeypatch,
+):
+    """20,000 buffered rows per side on a two-column key whose types differ across the sides
+    (int32 / int64, string), then micro-batches of a few hundred rows: the calls narrow the
+    other side's buffer (default thresholds; issue 34) and give the oracle's rows, as the
+    calls matching the whole buffer do (the properties hold both against the oracle on
+    small logs)."""
+    import importlib
+    import random
+
+    from interlace.testing.local import run_join_locally
+    from interlace.testing.log import JoinBatch
+    from interlace.testing.oracle import canonical_rows
+
+    step_module = importlib.import_module("interlace.operators.join.step")
+    rnd = random.Random(34)
+    left = pa.schema([("a", pa.int32()), ("b", pa.string()), ("x", pa.int64()),
+                      ("ts", pa.timestamp("ns"))])
+    right = pa.schema([("a", pa.int64()), ("b", pa.string()), ("y", pa.int64()),
+                       ("ts", pa.timestamp("ns"))])
+    keys = [(i % 700, f"s{i % 30}") for i in range(3_000)]
+
+    def row(k, v, sec):
+        return {"a": k[0], "b": k[1], "x": v, "y": v, "ts": BASE + dt.timedelta(seconds=sec)}
+
+    log = [JoinBatch(left=[row(rnd.choice(keys), i, rnd.uniform(0, 50)) for i in range(20_000)],
+                     right=[row(rnd.choice(keys), i, rnd.uniform(0, 50)) for i in range(20_000)])]
+    for b in range(1, 5):
+        log.append(JoinBatch(
+            left=[row(rnd.choice(keys), -j, 50 + b + rnd.random()) for j in range(200)],
+            right=[row(rnd.choice(keys), -j, 50 + b + rnd.random()) for j in range(200)]))
+    join = Join(left_keys=["a", "b"], right_keys=["a", "b"], how="left", lower_ms=-2_000,
+                upper_ms=2_000, event_time_column="ts", lateness_ms=100_000, key_groups=1)
+    narrowed = []
+    candidates = step_module._candidates
+
+    def spy(*args):
+        rows = candidates(*args)
+        narrowed.append(rows is not None)
+        return rows
+
+    monkeypatch.setattr(step_module, "_candidates", spy)
+    runs = {}
+    for forced_whole in (False, True):
+        if forced_whole:
+            monkeypatch.setattr(step_module, "_NARROW_MIN_ROWS", 10**12)
+        narrowed.clear()
+        run = run_join_locally(join, log, left, right)
+        assert any(narrowed) != forced_whole, narrowed
+        runs[forced_whole] = run
+    got, want = ({b: canonical_rows([r for bb, r in run.rows if bb == b]) for b in range(5)}
+                 for run in (runs[False], runs[True]))
+    assert got == want
+    assert sum(len(rows) for rows in got.values()) > 10_000  # pairs, and unmatched rows
