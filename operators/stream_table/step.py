@@ -220,18 +220,18 @@ def _split_quiet(
 
     Returns:
         ``(quiet, active)``: ``active`` holds the other stored rows and ``versions``;
-        ``(None, ...)`` when nothing is quiet enough to be worth the split (small histories,
-        key types Arrow cannot look up).
+        ``(None, stored and versions)`` when the split is not worth it (small histories) or
+        not possible (key types Arrow cannot look up).
     """
     n = stored.num_rows
-    touched = versions.num_rows + due.num_rows
-    if n < max(_SPLIT_MIN_ROWS, 2) or n < _SPLIT_RATIO * touched:
-        return None, stored
+    whole = pa.concat_tables([stored, versions]) if versions.num_rows else stored
+    if n < max(_SPLIT_MIN_ROWS, 2) or n < _SPLIT_RATIO * (versions.num_rows + due.num_rows):
+        return None, whole
     read = may_match(stored, plan.table_key_internal,
                      [(versions, plan.table_key_internal), (due, plan.stream_key_internal)],
                      plan.key_types)
     if read is None:
-        return None, stored
+        return None, whole
     same = np.ones(n - 1, dtype=bool)
     for key in plan.table_key_internal:
         col = stored.column(key).combine_chunks()
@@ -293,7 +293,6 @@ def step(
     updates = updates.filter(pa.array(~null_key))
     tomb = pa.array(tombstone_mask(updates, plan.tombstone_internal, plan.value_internal))
     versions = updates.append_column(TOMBSTONE_FLAG_COLUMN, tomb).select(plan.history_schema.names)
-    history = pa.concat_tables([state.history, versions]) if updates.num_rows else state.history
     add_count(counters, "versions_inserted", updates.num_rows)
 
     arrived = rows[STREAM]
@@ -303,8 +302,6 @@ def step(
         arrived = arrived.filter(pa.array(~null_key))
     due, held, new_held = split_pending(plan.emit, state.held, arrived, wm_us)
     quiet, active = _split_quiet(plan, state.history, versions, due)
-    if quiet is None:
-        active = history
     output = _joined(plan, due, active, counters)
     add_count(counters, "held_left", int(new_held.sum()))
 
