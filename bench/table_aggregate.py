@@ -136,14 +136,19 @@ def run_native(spark: Any, root: Path, work: Path, collect: bool) -> dict:
             "state_bytes": mem, "state_rows": n, "batch_ms": _batch_ms(q.recentProgress)}
 
 
-def run_interlace(spark: Any, root: Path, work: Path, collect: bool) -> dict:
+def _spec() -> Any:
     from interlace import Aggregation, TableAggregate
+
+    return TableAggregate(keys=["key"], group_by=["grp"], event_time_column="ts",
+                          aggregations=[Aggregation(agg="count", as_="n"),
+                                        Aggregation(agg="sum", column="amount", as_="total")])
+
+
+def run_interlace(spark: Any, root: Path, work: Path, collect: bool) -> dict:
     from interlace.operators.table_aggregate import start_table_aggregate
 
     updates = hdata.read_stream(spark, root / "updates", UPDATES)
-    spec = TableAggregate(keys=["key"], group_by=["grp"], event_time_column="ts",
-                          aggregations=[Aggregation(agg="count", as_="n"),
-                                        Aggregation(agg="sum", column="amount", as_="total")])
+    spec = _spec()
     rows: list = []
     start = time.monotonic()
     q1, out = start_table_aggregate(updates, spec, checkpoint_location=work / "agg",
@@ -164,7 +169,47 @@ def run_interlace(spark: Any, root: Path, work: Path, collect: bool) -> dict:
             "batch_ms": [_batch_ms(q1.recentProgress), _batch_ms(q2.recentProgress)]}
 
 
-ENGINES = {"native": run_native, "interlace": run_interlace}
+def run_floor(spark: Any, root: Path, work: Path, collect: bool) -> dict:
+    """The floor of two stages: the no-op ``applyInPandasWithState`` (harness/floor.py: reads
+    every frame, keeps 8 bytes, emits nothing) on stage 1's prepared input, then on stage
+    2's input rows (the signed deltas, as many rows as stage 1 emits), grouped as stage 2
+    groups them. No channel and no output: a lower bound of any two-stage design."""
+    from harness.floor import FloorFunction, floor_on
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+    from pyspark.sql.streaming.state import GroupStateTimeout
+
+    from interlace.operators.table_aggregate import prepare_table_aggregate
+
+    updates = hdata.read_stream(spark, root / "updates", UPDATES)
+    op = prepare_table_aggregate(updates, _spec())
+    seen: list = []
+
+    def sink(df: Any, batch_id: int) -> None:
+        seen.append(df.count())
+
+    start = time.monotonic()
+    q1 = (floor_on(op.keys).writeStream.foreachBatch(sink)
+          .option("checkpointLocation", str(work / "keys")).trigger(availableNow=True).start())
+    q1.awaitTermination()
+    mid = time.monotonic()
+    deltas = hdata.read_stream(spark, root / "deltas", DELTAS)
+    kg = F.expr(f"pmod(xxhash64(grp), {op.spec.key_groups})").cast("int").alias("kg")
+    state = T.StructType([T.StructField("blob", T.BinaryType(), False)])
+    out = deltas.select(kg, "grp", "sign", "amount").groupBy("kg").applyInPandasWithState(
+        FloorFunction(timeout=False), deltas.select("grp").schema, state, "append",
+        GroupStateTimeout.NoTimeout)
+    q2 = (out.writeStream.foreachBatch(sink)
+          .option("checkpointLocation", str(work / "groups")).trigger(availableNow=True).start())
+    q2.awaitTermination()
+    end = time.monotonic()
+    if any(seen):
+        raise AssertionError("the floor emitted rows")
+    return {"seconds": end - start, "final": {}, "stage_seconds": [mid - start, end - mid],
+            "batch_ms": [_batch_ms(q1.recentProgress), _batch_ms(q2.recentProgress)]}
+
+
+ENGINES = {"native": run_native, "interlace": run_interlace, "floor": run_floor}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -175,8 +220,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--groups", type=int, nargs="+", default=[1_000, 100_000])
     ap.add_argument("--runs", type=int, default=2)
     ap.add_argument("--stores", nargs="+", default=list(hspark.STORES))
+    ap.add_argument("--engines", nargs="+", default=list(ENGINES), choices=list(ENGINES),
+                    help="native and interlace always run (their outputs are checked equal); "
+                         "floor: the no-op of both stages")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args(argv)
+    args.engines = ["native", "interlace", *(e for e in args.engines
+                                             if e not in ("native", "interlace"))]
     spark = hspark.open_session({})
     tmp = Path(tempfile.mkdtemp(prefix="interlace-tagg-"))
     results: list[dict] = []
@@ -190,13 +240,15 @@ def main(argv: list[str] | None = None) -> int:
             for store in args.stores:
                 hspark.use_store(spark, store)
                 finals = {}
-                for engine, fn in ENGINES.items():
+                for engine in ("native", "interlace"):
+                    fn = ENGINES[engine]
                     work = tmp / f"{store}-{groups}-{engine}-verify"
                     finals[engine] = fn(spark, data, work, True)["final"]
                     shutil.rmtree(work, ignore_errors=True)
                 assert finals["native"] == finals["interlace"], f"{store}/{groups}: outputs differ"
                 for run in range(args.runs):
-                    for engine, fn in ENGINES.items():
+                    for engine in args.engines:
+                        fn = ENGINES[engine]
                         work = tmp / f"{store}-{groups}-{engine}-{run}"
                         r = fn(spark, data, work, False)
                         shutil.rmtree(work, ignore_errors=True)
@@ -232,7 +284,7 @@ def _report(results: list[dict], args: Any) -> str:
         for store in args.stores:
             rs = [r for r in results if r["store"] == store and r["groups"] == groups]
             best = {e: max((r for r in rs if r["engine"] == e), key=lambda r: r["updates_per_s"])
-                    for e in ENGINES}
+                    for e in args.engines}
             n, i = best["native"], best["interlace"]
             lines.append(
                 f"| {store} | {groups:,} | {n['updates_per_s']:,.0f} | "
@@ -242,6 +294,25 @@ def _report(results: list[dict], args: Any) -> str:
                 f"{n['state_bytes'] / max(groups, 1):,.0f} | "
                 f"{i['keys_state_bytes'] / args.keys:,.1f} | "
                 f"{i['groups_state_bytes'] / max(groups, 1):,.0f} |")
+    if "floor" in args.engines:
+        lines += ["", "The floor of two stages (the no-op `applyInPandasWithState` on stage 1's "
+                  "input, then on as many rows as stage 2 reads, grouped as stage 2 groups "
+                  "them; no channel, no output):", "",
+                  "| store | groups | floor updates/s | floor / native | floor stage 1 s | "
+                  "floor stage 2 s | floor stage 1 ms/batch | floor stage 2 ms/batch |",
+                  "|---|---|---|---|---|---|---|---|"]
+        for groups in args.groups:
+            for store in args.stores:
+                rs = [r for r in results if r["store"] == store and r["groups"] == groups]
+                n = max((r for r in rs if r["engine"] == "native"),
+                        key=lambda r: r["updates_per_s"])
+                f = max((r for r in rs if r["engine"] == "floor"),
+                        key=lambda r: r["updates_per_s"])
+                lines.append(
+                    f"| {store} | {groups:,} | {f['updates_per_s']:,.0f} | "
+                    f"{f['updates_per_s'] / n['updates_per_s']:.2f}x | "
+                    f"{f['stage_seconds'][0]:.1f} | {f['stage_seconds'][1]:.1f} | "
+                    f"{f['batch_ms'][0]:,.0f} | {f['batch_ms'][1]:,.0f} |")
     lines += ["", "State bytes: the state store's `memoryUsedBytes` at the end (the HDFS-backed "
               "store holds every key group's blob in memory; RocksDB reports its memory "
               "use), over all keys (stage 1) or groups."]

@@ -47,8 +47,8 @@ class FloorFunction:
     """Read every frame, keep 8 bytes of state with a far timeout; emit nothing, or
     (``out_ratio`` > 0) that many rows of ``schema`` per input row."""
 
-    def __init__(self, out_ratio: float = 0.0, schema: Any = None) -> None:
-        self.out_ratio, self.schema = out_ratio, schema
+    def __init__(self, out_ratio: float = 0.0, schema: Any = None, timeout: bool = True) -> None:
+        self.out_ratio, self.schema, self.timeout = out_ratio, schema, timeout
         self._rows: Any = None
 
     def __call__(self, key: Any, frames: Iterator[Any], state: Any) -> Iterator[Any]:
@@ -56,7 +56,8 @@ class FloorFunction:
         for f in frames:
             n += len(f)
         state.update((b"\0" * 8,))
-        state.setTimeoutTimestamp(max(int(state.getCurrentWatermarkMs()), 1) + 10**12)
+        if self.timeout:  # ``False`` under ``GroupStateTimeout.NoTimeout``
+            state.setTimeoutTimestamp(max(int(state.getCurrentWatermarkMs()), 1) + 10**12)
         want = int(round(n * self.out_ratio))
         if want <= 0:
             return iter(())

@@ -123,6 +123,29 @@ def generate(kind: Kind, rows: int, batches: int, keys: int, seed: int,
     return WindowData(kind, out, keys)
 
 
+def generate_state(kind: Kind, rows: int, batches: int, keys: int, seed: int,
+                   span_s: float = SPAN_S) -> WindowData:
+    """The state sweep's data (issue 34): ``batches`` data micro-batches, the first opening
+    one session per key (``keys`` rows, every key once, in the first span), the others
+    ``rows`` rows at random keys; with a gap longer than the data's span every session stays open until
+    the flush, so ``keys`` sets the state while the change per micro-batch stays ``rows``."""
+    rng = np.random.default_rng(seed)
+    span_us = int(span_s * 1_000_000)
+    out: list[Cols] = []
+    sizes = [keys] + [rows] * (batches - 1)
+    for i, m in enumerate(sizes):
+        t = np.sort(hdata.T0_US + i * span_us + rng.integers(0, span_us, m))
+        k = rng.permutation(keys).astype(np.int64) if i == 0 else rng.integers(
+            0, keys, m, dtype=np.int64)
+        v = rng.integers(0, 6_400, m).astype(np.float64) / 64.0
+        u = rng.integers(0, 1_000_000, m, dtype=np.int64)
+        out.append((k, t, v, u))
+    flush_t = hdata.T0_US + len(sizes) * span_us + FLUSH_AHEAD_US
+    out.append((np.zeros(1, np.int64), np.array([flush_t], np.int64), np.zeros(1),
+                np.zeros(1, np.int64)))
+    return WindowData(kind, out, keys)
+
+
 def write(data: WindowData, root: Path) -> None:
     """One Parquet file per micro-batch, the flush row's last."""
     hdata.write_batches(root / "events", [hdata.table(SCHEMA, list(b)) for b in data.batches])
@@ -314,18 +337,24 @@ def verify(data: WindowData, frames: Mapping[str, Any],
     return checks
 
 
-def _register(name: str, label: str, kind: Kind) -> None:
+def _register(name: str, label: str, kind: Kind, state: bool = False) -> None:
     from interlace.state.keygroups import DEFAULT_KEY_GROUPS
 
     def gen(size: Size) -> WindowData:
         rows = size.rows or (5_000 if size.quick else 100_000)
+        if state:
+            return generate_state(kind, rows, size.batches or (2 if size.quick else 6),
+                                  size.keys or (5_000 if size.quick else 100_000), size.seed)
         return generate(kind, rows, size.batches or (1 if size.quick else 4),
                         size.keys or (500 if size.quick else 10_000), size.seed,
                         size.resolution_us, size.span_s(SPAN_S, 100_000, rows))
 
+    what = ("; micro-batch 0 opens one session per key, the others add `rows` rows at random "
+            "keys" if state else "")
     register(Workload(
-        name=name, family="window", label=label,
-        description=f"{label}; count, sum, min, max, avg, approximate distinct; L=5,000 ms",
+        name=name, family="state" if state else "window", label=label, in_full=not state,
+        description=(f"{label}; count, sum, min, max, avg, approximate distinct; L=5,000 ms"
+                     + what),
         generate=gen, write=write, engines=lambda options: engines(options, kind),
         verify=verify,
         default_key_groups=lambda: DEFAULT_KEY_GROUPS, checksum=CHECKSUM, held=held,
@@ -336,3 +365,7 @@ _register("window-tumbling", "tumbling 1 min", Kind("tumbling", duration_ms=60_0
 _register("window-hopping", "hopping 1 min / 10 s", Kind("hopping", duration_ms=60_000,
                                                           hop_ms=10_000))
 _register("window-session", "session gap 30 s", Kind("session", gap_ms=30_000))
+# The state sweep (issue 34): `--keys` open sessions (a 1-hour gap outlives the data's 12
+# minutes), the change stays 100,000 rows per micro-batch.
+_register("window-session-state", "session gap 1 h, 100k rows per micro-batch",
+          Kind("session", gap_ms=3_600_000), state=True)

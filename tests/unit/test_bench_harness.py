@@ -35,12 +35,12 @@ def test_registry_holds_every_workload_the_issue_names() -> None:
     assert list(REGISTRY) == [
         "join-100k", "join-10k", "join-hot", "join-outer",
         "window-tumbling", "window-hopping", "window-session",
-        "table-st10k", "table-st1m", "table-tt", "table-st-state"]
+        "table-st10k", "table-st1m", "table-tt", "table-st-state", "window-session-state"]
     assert {w.family for w in REGISTRY.values()} == {"join", "window", "table", "state"}
     # The state sweep's workload runs only when named: not in the full benchmark.
-    assert "table-st-state" not in [w.name for w in select(["*"])]
+    assert {"table-st-state", "window-session-state"}.isdisjoint(w.name for w in select(["*"]))
     assert [w.name for w in select(["table-st-state"])] == ["table-st-state"]
-    assert [w.name for w in select(["state"])] == ["table-st-state"]
+    assert [w.name for w in select(["state"])] == ["table-st-state", "window-session-state"]
     assert REGISTRY["join-outer"].sink_filter is not None  # its sentinels are dropped
 
 
@@ -488,3 +488,15 @@ def test_an_interrupted_curves_run_is_reported_from_its_points_file(tmp_path: Pa
     (md,) = tmp_path.glob("*-t.md")
     text = md.read_text()
     assert "**FAILED**: hdfs/w/rows 10: differs" in text and "| 1,000,000 | interlace |" in text
+
+
+def test_the_session_state_sweep_holds_every_key_open_at_a_fixed_change() -> None:
+    w = REGISTRY["window-session-state"]
+    d = w.generate(Size(rows=300, batches=3, keys=1_000))
+    assert sorted(d.batches[0][0].tolist()) == list(range(1_000))  # one session per key
+    assert [len(b[0]) for b in d.batches] == [1_000, 300, 300, 1]  # the change, the flush row
+    # The gap outlives the data: after the last data micro-batch every key's session is open.
+    wm = d.spark_watermarks_ms()[3]
+    assert w.held(d, 2, wm) == 1_000
+    bigger = w.generate(Size(rows=300, batches=3, keys=10_000))
+    assert w.held(bigger, 2, bigger.spark_watermarks_ms()[3]) == 10_000
