@@ -102,6 +102,36 @@ def generate(shape: Shape, rows: int, batches: int, seed: int) -> JoinData:
     return JoinData(shape, cut(lk, lt, lv), cut(rk, rt, rv))
 
 
+def generate_state(shape: Shape, rows: int, batches: int, keys: int, seed: int) -> JoinData:
+    """The state sweep's data (issue 34): ``batches`` data micro-batches per side, the first
+    ``keys`` rows per side (left keys ``0..keys-1``, right keys ``keys..2*keys-1``, each once:
+    they fill the buffers without matching each other), the others ``rows`` rows per side.
+    A later row's key is, with probability 1/2, a random key of the other side's first
+    micro-batch (one buffered match), else a key new to this micro-batch; a right row takes
+    a left row's key of its micro-batch with probability ``shape.partner``. So the output
+    per micro-batch does not depend on ``keys``, and a time bound longer than the data's span
+    keeps every row buffered: ``keys`` sets the state while the change stays."""
+    rng = np.random.default_rng(seed)
+    span_us, jit = int(shape.span_s * 1_000_000), shape.jitter_ms * 1000
+    left: list[Cols] = []
+    right: list[Cols] = []
+    for i in range(batches):
+        m = keys if i == 0 else rows
+        times = [np.sort(hdata.T0_US + i * span_us + rng.integers(0, span_us, m))
+                 for _ in range(2)]
+        if i == 0:
+            lk = rng.permutation(keys).astype(np.int64)
+            rk = keys + rng.permutation(keys).astype(np.int64)
+        else:
+            fresh = 2 * keys + 2 * rows * i + np.arange(2 * m, dtype=np.int64)
+            lk = np.where(rng.random(m) < 0.5, keys + rng.integers(0, keys, m), fresh[:m])
+            own = np.where(rng.random(m) < 0.5, rng.integers(0, keys, m), fresh[m:])
+            rk = np.where(rng.random(m) < shape.partner, rng.permutation(lk), own)
+        left.append((lk, times[0] + rng.integers(-jit, jit + 1, m), rng.random(m)))
+        right.append((rk, times[1] + rng.integers(-jit, jit + 1, m), rng.random(m)))
+    return JoinData(shape, left, right)
+
+
 def write(data: JoinData, root: Path) -> None:
     """One Parquet file per side per micro-batch (then the sentinel's, for outer joins)."""
     s = data.shape
@@ -117,7 +147,9 @@ def oracle(data: JoinData) -> dict[str, int]:
     w_us = data.shape.window_ms * 1000
     lk, lt = (np.concatenate(c) for c in list(zip(*data.left, strict=True))[:2])
     rk, rt = (np.concatenate(c) for c in list(zip(*data.right, strict=True))[:2])
-    shift = np.int64(1) << np.int64(40)  # relative times stay far below 2**40 µs (12 days)
+    # Relative times (from an hour before T0, +-W) stay below 2**34 µs (4.7 hours); keys
+    # below 2**29.
+    shift = np.int64(1) << np.int64(34)
     base = hdata.T0_US - 3_600_000_000
 
     def matches(ak: np.ndarray, at: np.ndarray, bk: np.ndarray, bt: np.ndarray) -> np.ndarray:
@@ -231,9 +263,13 @@ def verify(data: JoinData, frames: Mapping[str, Any],
     return checks
 
 
-def _register(name: str, label: str, shape: Shape) -> None:
+def _register(name: str, label: str, shape: Shape, state: bool = False) -> None:
     def gen(size: Size) -> JoinData:
         rows = size.rows or (10_000 if size.quick else 100_000)
+        if state:
+            return generate_state(shape, rows, size.batches or (2 if size.quick else 6),
+                                  size.keys or (5_000 if size.quick else shape.keys),
+                                  size.seed + _SEEDS[name])
         batches = size.batches or (1 if size.quick else 4)
         sh = dataclasses.replace(shape, keys=size.keys or shape.keys,
                                  span_s=size.span_s(shape.span_s, 100_000, rows))
@@ -242,9 +278,11 @@ def _register(name: str, label: str, shape: Shape) -> None:
     from interlace.state.keygroups import DEFAULT_JOIN_KEY_GROUPS
 
     register(Workload(
-        name=name, family="join", label=label,
+        name=name, family="state" if state else "join", label=label, in_full=not state,
         description=(f"{shape.keys:,} keys, how={shape.how!r}, W={shape.window_ms:,} ms, "
-                     f"L={shape.lateness_ms:,} ms"),
+                     f"L={shape.lateness_ms:,} ms"
+                     + ("; micro-batch 0 buffers `keys` rows per side, the others add `rows` "
+                        "per side" if state else "")),
         generate=gen, write=write, engines=engines, verify=verify,
         default_key_groups=lambda: DEFAULT_JOIN_KEY_GROUPS,
         sink_filter=f"coalesce(left_k, right_k) <> {SENTINEL_KEY}" if shape.flush else None,
@@ -252,7 +290,7 @@ def _register(name: str, label: str, shape: Shape) -> None:
 
 
 # Seed offsets of join_bench's workloads (a, b, c), so the data is the one measured before.
-_SEEDS = {"join-100k": 0, "join-10k": 1, "join-hot": 2, "join-outer": 3}
+_SEEDS = {"join-100k": 0, "join-10k": 1, "join-hot": 2, "join-outer": 3, "join-state": 4}
 _register("join-100k", "join, 100k keys", Shape(keys=100_000, window_ms=5_000))
 _register("join-10k", "join, 10k keys", Shape(keys=10_000, window_ms=5_000))
 # Hot keys: 10 events/s per key per side, so the window stays small for the output to stay
@@ -260,3 +298,7 @@ _register("join-10k", "join, 10k keys", Shape(keys=10_000, window_ms=5_000))
 _register("join-hot", "join, 100 hot keys", Shape(keys=100, window_ms=200, jitter_ms=50))
 _register("join-outer", "full outer join, 10k keys", Shape(keys=10_000, window_ms=5_000,
                                                            how="full"))
+# The state sweep (issue 34): `--keys` rows buffered per side (a 1-hour time bound outlives
+# the data's 10 minutes), the change stays 100,000 rows per side per micro-batch.
+_register("join-state", "join, 1 h bound, 100k rows per side per micro-batch",
+          Shape(keys=100_000, window_ms=3_600_000), state=True)

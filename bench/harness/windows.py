@@ -196,8 +196,9 @@ def held(data: WindowData, batch_id: int, wm_ms: int) -> int:
     return int(len(a.drop_duplicates(["start", "k"])))
 
 
-def spec(kind: Kind, key_groups: int) -> Any:
-    """interlace's ``Window`` spec with the six aggregations."""
+def spec(kind: Kind, key_groups: int, keys: int = 0) -> Any:
+    """interlace's ``Window`` spec with the six aggregations; the groups cap at 1,000,000,
+    or twice ``keys`` (the state sweep's open sessions) where that is more."""
     from interlace import Aggregation, Window
 
     aggs = [
@@ -209,7 +210,8 @@ def spec(kind: Kind, key_groups: int) -> Any:
         Aggregation(agg="count_distinct", column="u", mode="approximate", as_="d"),
     ]
     return Window(kind=kind.kind, event_time_column="ts", lateness_ms=LATENESS_MS,
-                  group_by=["k"], max_groups_per_window=1_000_000, aggregations=aggs,
+                  group_by=["k"], max_groups_per_window=max(1_000_000, 2 * keys),
+                  aggregations=aggs,
                   key_groups=key_groups, **kind.window_kw)
 
 
@@ -222,14 +224,14 @@ def build_interlace(ctx: Context) -> Any:
     """``window_aggregate`` with the six aggregations."""
     from interlace import window_aggregate
 
-    return window_aggregate(source(ctx), spec(ctx.data.kind, ctx.key_groups))
+    return window_aggregate(source(ctx), spec(ctx.data.kind, ctx.key_groups, ctx.data.keys))
 
 
 def prepared(ctx: Context) -> Any:
     """``prepare_window`` on the workload's events: what the floors run on."""
     from interlace import prepare_window
 
-    return prepare_window(source(ctx), spec(ctx.data.kind, ctx.key_groups))
+    return prepare_window(source(ctx), spec(ctx.data.kind, ctx.key_groups, ctx.data.keys))
 
 
 def native(src: Any, kind: Kind, rsd: float | None) -> Any:
@@ -278,7 +280,7 @@ def build_combined_floor(ctx: Context, distinct: bool = True) -> Any:
     max and avg only)."""
     from harness.floor import TumblingFold, combined_floor_on
 
-    s = spec(ctx.data.kind, ctx.key_groups)
+    s = spec(ctx.data.kind, ctx.key_groups, ctx.data.keys)
     fold = TumblingFold(ctx.data.kind.duration_ms * 1000, "k", "v", "u" if distinct else None)
     return combined_floor_on(prepared(ctx), fold, s.watermark_delay_ms)
 

@@ -16,13 +16,21 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-from interlace.operators.common.keys import key_codes
+import pyarrow.compute as pc
+from interlace.operators.common.keys import key_codes, without_negative_zero
 from interlace.operators.window.output import last_output_frame
 from interlace.operators.window.plan import AggPlan, WindowPlan
 from interlace.state.accumulators import DistinctCapError, SumOverflowError
 from numpy.typing import NDArray
 
 __all__ = ["Assignments", "Held", "fixed_slots", "group_codes", "session_slots"]
+
+
+#: Held slots from which :func:`group_codes` first narrows them to the ones whose group may
+#: be a new row's (and only when they are at least this many times the new rows): encoding
+#: every held group is O(state) per call (issue 34); an ``is_in`` per column is far cheaper.
+NARROW_MIN_SLOTS = 10_000
+NARROW_RATIO = 4
 
 
 def group_codes(
@@ -32,8 +40,25 @@ def group_codes(
 
     Row counts are passed explicitly: with no ``group_by`` the tables have no columns. A float
     group's ``-0.0`` is ``0.0`` (:func:`.keys.key_codes`): one group, as in SQL (the output
-    shows the value of the row that created the slot).
+    shows the value of the row that created the slot). Equal groups get equal codes among the
+    new rows and the held slots a new row's group may equal; the other held slots (when
+    narrowed: :data:`NARROW_MIN_SLOTS`) share one code that no new row has.
     """
+    if new_groups.num_columns and n_old >= max(NARROW_MIN_SLOTS, NARROW_RATIO * n_new):
+        mask = _may_hold(slot_groups, new_groups)
+        if mask is not None and not mask.all():
+            cand = np.flatnonzero(mask)
+            c_old, c_new = _codes(slot_groups.take(pa.array(cand)), len(cand), new_groups, n_new)
+            old = np.full(n_old, int(max(c_old.max(initial=-1), c_new.max(initial=-1))) + 1,
+                          dtype=np.int64)
+            old[cand] = c_old
+            return old, c_new
+    return _codes(slot_groups, n_old, new_groups, n_new)
+
+
+def _codes(
+    slot_groups: pa.Table, n_old: int, new_groups: pa.Table, n_new: int
+) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
     columns = [
         pa.chunked_array(
             slot_groups.column(name).chunks + new_groups.column(name).chunks,
@@ -43,6 +68,26 @@ def group_codes(
     ]
     codes = key_codes(columns, n_old + n_new, null_is_value=True)
     return codes[:n_old], codes[n_old:]
+
+
+def _may_hold(slot_groups: pa.Table, new_groups: pa.Table) -> NDArray[np.bool_] | None:
+    """Per held slot: may its group equal a new row's? Each column's value must be one that
+    column has in some new row (NULL matching NULL): a superset of the equal groups. ``None``
+    when Arrow cannot look a column's type up."""
+    mask = np.ones(slot_groups.num_rows, dtype=bool)
+    for name in new_groups.column_names:
+        typ = new_groups.schema.field(name).type
+        wanted = without_negative_zero(new_groups.column(name))
+        col = without_negative_zero(slot_groups.column(name).cast(typ))
+        try:
+            found = pc.is_in(col, value_set=pc.unique(wanted.drop_null()))
+        except pa.ArrowNotImplementedError:
+            return None
+        hit = np.asarray(found.to_numpy(zero_copy_only=False), dtype=bool)
+        if wanted.null_count:
+            hit |= np.asarray(col.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+        mask &= hit
+    return mask
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,10 @@ import datetime as dt
 from collections import Counter
 from decimal import Decimal
 
+from typing import Any
+
 import pyarrow as pa
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -15,6 +18,7 @@ from interlace.operators.window import Aggregation, Window
 from interlace.testing.local import run_window_locally
 from interlace.testing.oracle import canonical_rows
 from interlace.testing.window_oracle import WindowBatch, oracle_window
+from strategies import module_constants
 
 BASE = dt.datetime(2026, 1, 1)
 SCHEMA = pa.schema([("user", pa.int64()), ("amount", pa.int64()), ("price", pa.float64()),
@@ -80,6 +84,17 @@ def window_logs(draw, max_batches=6):
             serial += 1
         log.append(WindowBatch(rows=tuple(rows)))
     return log
+
+
+@pytest.fixture(autouse=True, scope="module", params=["every group encoded", "groups narrowed"])
+def groups_narrowed(request: Any) -> Any:
+    """Run every property twice: each call encoding every held slot's group, and each call
+    narrowing the held slots to the groups its rows may have first (``group_codes`` forced
+    on at any size; issue 34)."""
+    with module_constants("interlace.operators.window.slots",
+                          request.param == "groups narrowed",
+                          NARROW_MIN_SLOTS=0, NARROW_RATIO=0):
+        yield request.param
 
 
 @given(spec=window_specs(), log=window_logs())

@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 from collections import Counter
 
+import numpy as np
 import pyarrow as pa
 import pytest
 from interlace.operators.window import Aggregation, Window
@@ -331,3 +332,30 @@ def test_reopen_late_row_touching_two_emitted_sessions_bridges_them():
         (2, 0, 5, "a", 1, 0, False),
         (3, 10, 15, "a", 1, 0, False),
     ]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_group_codes_narrowed_relate_groups_as_the_whole_encoding_does(seed: int) -> None:
+    """Narrowing the held slots first (issue 34) keeps every equality that matters: new row
+    vs new row and held slot vs new row, with NULL a value and -0.0 equal to 0.0."""
+    from interlace.operators.window import slots as window_slots
+
+    rng = np.random.default_rng(seed)
+    values = [None, -0.0, 0.0, 1.5, 2.5, 3.5, float(seed)]
+
+    def table(n: int, pool: int) -> pa.Table:
+        f = [values[i % len(values)] for i in rng.integers(0, len(values), n)]
+        s = [None if i == 0 else f"s{i}" for i in rng.integers(0, pool, n)]
+        return pa.table({"f": pa.array(f, pa.float64()), "s": pa.array(s, pa.string())})
+
+    held, new = table(30_000, 2_000), table(300, 40)
+    whole_old, whole_new = window_slots._codes(held, held.num_rows, new, new.num_rows)
+    old, new_codes = window_slots.group_codes(held, held.num_rows, new, new.num_rows)
+    assert (new_codes[:, None] == new_codes[None, :]).tolist() == (
+        whole_new[:, None] == whole_new[None, :]).tolist()
+    assert np.array_equal(old[:, None] == new_codes[None, :],
+                          whole_old[:, None] == whole_new[None, :])
+    # It narrowed: most held slots share the one code no new row has.
+    outside = old.max()
+    assert outside not in set(new_codes.tolist())
+    assert (old == outside).sum() > held.num_rows // 2
