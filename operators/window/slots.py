@@ -71,9 +71,11 @@ def _codes(
 
 
 def _may_hold(slot_groups: pa.Table, new_groups: pa.Table) -> NDArray[np.bool_] | None:
-    """Per held slot: may its group equal a new row's? Each column's value must be one that
-    column has in some new row (NULL matching NULL): a superset of the equal groups. ``None``
-    when Arrow cannot look a column's type up."""
+    """Per held slot: may its group equal a new row's?
+
+    Each column's value must be one that column has in some new row (NULL matching NULL): a
+    superset of the equal groups. ``None`` when Arrow cannot look a column's type up.
+    """
     mask = np.ones(slot_groups.num_rows, dtype=bool)
     for name in new_groups.column_names:
         typ = new_groups.schema.field(name).type
