@@ -111,7 +111,7 @@ def _sink(collect: bool, out: list, cols: tuple[str, str, str]) -> Any:
         if collect:
             out.extend({**r.asDict(), "_batch": batch_id} for r in df.collect())
         else:
-            out.append(df.selectExpr(f"count(*) AS c", f"sum({s}) AS s").first()[0])
+            out.append(df.selectExpr("count(*) AS c", f"sum({s}) AS s").first()[0])
 
     return sink
 
@@ -175,11 +175,10 @@ def run_floor(spark: Any, root: Path, work: Path, collect: bool) -> dict:
     2's input rows (the signed deltas, as many rows as stage 1 emits), grouped as stage 2
     groups them. No channel and no output: a lower bound of any two-stage design."""
     from harness.floor import FloorFunction, floor_on
+    from interlace.operators.table_aggregate import prepare_table_aggregate
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
     from pyspark.sql.streaming.state import GroupStateTimeout
-
-    from interlace.operators.table_aggregate import prepare_table_aggregate
 
     updates = hdata.read_stream(spark, root / "updates", UPDATES)
     op = prepare_table_aggregate(updates, _spec())

@@ -125,10 +125,13 @@ def generate(kind: Kind, rows: int, batches: int, keys: int, seed: int,
 
 def generate_state(kind: Kind, rows: int, batches: int, keys: int, seed: int,
                    span_s: float = SPAN_S) -> WindowData:
-    """The state sweep's data (issue 34): ``batches`` data micro-batches, the first opening
-    one session per key (``keys`` rows, every key once, in the first span), the others
-    ``rows`` rows at random keys; with a gap longer than the data's span every session stays open until
-    the flush, so ``keys`` sets the state while the change per micro-batch stays ``rows``."""
+    """The state sweep's data (issue 34).
+
+    ``batches`` data micro-batches, the first opening one session per key (``keys`` rows,
+    every key once, in the first span), the others ``rows`` rows at random keys; with a gap
+    longer than the data's span every session stays open until the flush, so ``keys`` sets
+    the state while the change per micro-batch stays ``rows``.
+    """
     rng = np.random.default_rng(seed)
     span_us = int(span_s * 1_000_000)
     out: list[Cols] = []
