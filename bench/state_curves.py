@@ -4,12 +4,12 @@
     .venv/bin/python bench/state_curves.py bench/results/2026-11-27-state-*.json
 
 Reads ``bench/run.py`` result files of the ``state`` family (``table-st-state``,
-``window-session-state``, ``join-state``), takes each timed run's figure (the median
-``triggerExecution`` of its data micro-batches after the first, as the harness does) at its
-``--keys``, and draws one panel per workload, one line per (engine, store), log-log. Files
-whose label or name ends in ``-before``, or whose label ends in ``-interlace`` (A/B and
-cold-JVM runs), are left out; where
-two files give the same point, the later one on the command line wins. Writes
+``window-session-state``, ``join-state``) and ``bench/foreign_key_state_sweep.py``'s,
+takes each timed run's figure (the median ``triggerExecution`` of its data micro-batches
+after the first, as the harness does) at its ``--keys`` (right keys), and draws one panel
+per workload, one line per (engine, store), log-log. Files whose label or name ends in
+``-before``, or whose label ends in ``-interlace`` (A/B and cold-JVM runs), are left out;
+where two files give the same point, the later one on the command line wins. Writes
 ``docs/performance-state.png`` (``--out``) and prints the points.
 """
 
@@ -23,7 +23,8 @@ from pathlib import Path
 
 TITLES = {"table-st-state": "stream-table join (table keys)",
           "window-session-state": "session windows (open sessions)",
-          "join-state": "stream-stream join (rows buffered per side)"}
+          "join-state": "stream-stream join (rows buffered per side)",
+          "fk-state": "foreign-key join (right-table keys)"}
 
 
 def points(files: list[Path]) -> dict[tuple[str, str, str], dict[int, float]]:
@@ -31,6 +32,11 @@ def points(files: list[Path]) -> dict[tuple[str, str, str], dict[int, float]]:
     out: dict[tuple[str, str, str], dict[int, float]] = {}
     for f in files:
         d = json.loads(f.read_text())
+        if "options" not in d:  # bench/foreign_key_state_sweep.py's runs
+            for r in d["runs"]:
+                key = ("fk-state", f"interlace, {r['key_groups']} key groups", r["store"])
+                out.setdefault(key, {})[int(r["right_keys"])] = float(r["median_ms"])
+            continue
         if (str(d.get("label", "")).endswith(("-before", "-interlace"))
                 or f.stem.endswith("-before")):
             continue
@@ -53,13 +59,17 @@ def plot(pts: dict[tuple[str, str, str], dict[int, float]], out: Path) -> None:
     import matplotlib.pyplot as plt
 
     workloads = [w for w in TITLES if any(k[0] == w for k in pts)]
-    fig, axes = plt.subplots(1, len(workloads), figsize=(5 * len(workloads), 4), squeeze=False)
-    for ax, w in zip(axes[0], workloads, strict=True):
+    cols = min(len(workloads), 2)
+    rows = (len(workloads) + cols - 1) // cols
+    fig, axes = plt.subplots(rows, cols, figsize=(6 * cols, 4 * rows), squeeze=False)
+    for ax in axes.flat[len(workloads):]:
+        ax.set_visible(False)
+    for ax, w in zip(axes.flat, workloads, strict=False):
         for (wl, engine, store), xy in sorted(pts.items()):
             if wl != w:
                 continue
             xs = sorted(xy)
-            style = "-" if engine == "interlace" else "--"
+            style = "-" if engine.startswith("interlace") else "--"
             ax.plot(xs, [xy[x] for x in xs], style, marker="o",
                     label=f"{engine}, {store}")
         ax.set_xscale("log")

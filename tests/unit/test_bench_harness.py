@@ -522,3 +522,17 @@ def test_the_join_state_sweep_buffers_keys_rows_per_side_at_a_fixed_output() -> 
     assert first["pairs"] == 0
     a, b = oracle(small)["pairs"], oracle(big)["pairs"]
     assert 4_000 < a < 12_000 and 4_000 < b < 12_000 and abs(a - b) < 0.1 * b
+
+
+def test_the_foreign_key_state_sweep_fixes_the_change_and_orders_its_files(tmp_path: Path) -> None:
+    import foreign_key_state_sweep as fk
+    import pyarrow.parquet as pq
+
+    fk.write_data(tmp_path, right=5_000, left=2_000, batches=3, seed=1)
+    for name, first, later in (("orders", 2_000, 10_000), ("products", 5_000, 1_000)):
+        files = sorted((tmp_path / name).glob("*.parquet"))
+        assert [pq.read_metadata(f).num_rows for f in files] == [first, later, later, later]
+        mtimes = [f.stat().st_mtime for f in files]
+        assert mtimes == sorted(mtimes) and len(set(mtimes)) == len(mtimes)
+    products = pq.read_table(tmp_path / "products" / "000000.parquet")
+    assert sorted(products.column("product_id").to_pylist()) == list(range(5_000))
