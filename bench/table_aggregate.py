@@ -268,6 +268,12 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _best(results: list[dict], store: str, groups: int, engine: str) -> dict:
+    """The fastest timed run of ``engine`` at ``store`` and ``groups``."""
+    return max((r for r in results if r["store"] == store and r["groups"] == groups
+                and r["engine"] == engine), key=lambda r: r["updates_per_s"])
+
+
 def _report(results: list[dict], args: Any) -> str:
     lines = [f"# Table aggregation vs native signed deltas ({dt.date.today()})", "",
              f"`{' '.join(['bench/table_aggregate.py', *sys.argv[1:]])}`: {args.rows} updates "
@@ -281,10 +287,7 @@ def _report(results: list[dict], args: Any) -> str:
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for groups in args.groups:
         for store in args.stores:
-            rs = [r for r in results if r["store"] == store and r["groups"] == groups]
-            best = {e: max((r for r in rs if r["engine"] == e), key=lambda r: r["updates_per_s"])
-                    for e in args.engines}
-            n, i = best["native"], best["interlace"]
+            n, i = (_best(results, store, groups, e) for e in ("native", "interlace"))
             lines.append(
                 f"| {store} | {groups:,} | {n['updates_per_s']:,.0f} | "
                 f"{i['updates_per_s']:,.0f} | {i['updates_per_s'] / n['updates_per_s']:.2f}x | "
@@ -302,11 +305,7 @@ def _report(results: list[dict], args: Any) -> str:
                   "|---|---|---|---|---|---|---|---|"]
         for groups in args.groups:
             for store in args.stores:
-                rs = [r for r in results if r["store"] == store and r["groups"] == groups]
-                n = max((r for r in rs if r["engine"] == "native"),
-                        key=lambda r: r["updates_per_s"])
-                f = max((r for r in rs if r["engine"] == "floor"),
-                        key=lambda r: r["updates_per_s"])
+                n, f = (_best(results, store, groups, e) for e in ("native", "floor"))
                 lines.append(
                     f"| {store} | {groups:,} | {f['updates_per_s']:,.0f} | "
                     f"{f['updates_per_s'] / n['updates_per_s']:.2f}x | "
