@@ -108,8 +108,13 @@ def may_match(
     build_keys: Sequence[str],
     probes: Sequence[tuple[pa.Table, Sequence[str]]],
     key_types: Sequence[pa.DataType],
+    *,
+    null_is_value: bool = False,
 ) -> NDArray[np.bool_] | None:
-    """Per row of ``build``: may its key tuple equal one of ``probes``' (NULL never matches)?
+    """Per row of ``build``: may its key tuple equal one of ``probes``'?
+
+    NULL never matches (joins), or with ``null_is_value`` matches NULL (a window's SQL
+    ``GROUP BY`` groups, as :func:`key_codes`' flag).
 
     Each key column of a row must hold a value that column has in some probe row; Arrow looks
     up no tuples, so this is a superset of the rows whose whole key equals a probe's, never
@@ -122,6 +127,7 @@ def may_match(
         build_keys: Its key columns.
         probes: ``(table, key columns)`` pairs, key columns in ``build_keys``' order.
         key_types: The common type each key column is compared in.
+        null_is_value: A NULL in a build row's column matches a NULL in a probe's.
 
     Returns:
         The mask, or ``None`` when Arrow cannot look up a key type (then use every row).
@@ -136,7 +142,10 @@ def may_match(
             found = pc.is_in(col, value_set=pc.unique(wanted.drop_null()))
         except pa.ArrowNotImplementedError:
             return None
-        mask &= np.asarray(found.to_numpy(zero_copy_only=False), dtype=bool)
+        hit = np.asarray(found.to_numpy(zero_copy_only=False), dtype=bool)
+        if null_is_value and wanted.null_count:
+            hit |= np.asarray(col.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+        mask &= hit
     return mask
 
 

@@ -16,8 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-import pyarrow.compute as pc
-from interlace.operators.common.keys import key_codes, without_negative_zero
+from interlace.operators.common.keys import key_codes, may_match
 from interlace.operators.window.output import last_output_frame
 from interlace.operators.window.plan import AggPlan, WindowPlan
 from interlace.state.accumulators import DistinctCapError, SumOverflowError
@@ -45,7 +44,9 @@ def group_codes(
     narrowed: :data:`NARROW_MIN_SLOTS`) share one code that no new row has.
     """
     if new_groups.num_columns and n_old >= max(NARROW_MIN_SLOTS, NARROW_RATIO * n_new):
-        mask = _may_hold(slot_groups, new_groups)
+        names = new_groups.column_names
+        mask = may_match(slot_groups, names, [(new_groups, names)],
+                         [new_groups.schema.field(n).type for n in names], null_is_value=True)
         if mask is not None and not mask.all():
             cand = np.flatnonzero(mask)
             c_old, c_new = _codes(slot_groups.take(pa.array(cand)), len(cand), new_groups, n_new)
@@ -68,28 +69,6 @@ def _codes(
     ]
     codes = key_codes(columns, n_old + n_new, null_is_value=True)
     return codes[:n_old], codes[n_old:]
-
-
-def _may_hold(slot_groups: pa.Table, new_groups: pa.Table) -> NDArray[np.bool_] | None:
-    """Per held slot: may its group equal a new row's?
-
-    Each column's value must be one that column has in some new row (NULL matching NULL): a
-    superset of the equal groups. ``None`` when Arrow cannot look a column's type up.
-    """
-    mask = np.ones(slot_groups.num_rows, dtype=bool)
-    for name in new_groups.column_names:
-        typ = new_groups.schema.field(name).type
-        wanted = without_negative_zero(new_groups.column(name))
-        col = without_negative_zero(slot_groups.column(name).cast(typ))
-        try:
-            found = pc.is_in(col, value_set=pc.unique(wanted.drop_null()))
-        except pa.ArrowNotImplementedError:
-            return None
-        hit = np.asarray(found.to_numpy(zero_copy_only=False), dtype=bool)
-        if wanted.null_count:
-            hit |= np.asarray(col.is_null().to_numpy(zero_copy_only=False), dtype=bool)
-        mask &= hit
-    return mask
 
 
 @dataclass(frozen=True)
