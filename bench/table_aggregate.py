@@ -172,8 +172,10 @@ def run_interlace(spark: Any, root: Path, work: Path, collect: bool) -> dict:
 def run_floor(spark: Any, root: Path, work: Path, collect: bool) -> dict:
     """The floor of two stages: the no-op ``applyInPandasWithState`` (harness/floor.py: reads
     every frame, keeps 8 bytes, emits nothing) on stage 1's prepared input, then on stage
-    2's input rows (the signed deltas, as many rows as stage 1 emits), grouped as stage 2
-    groups them. No channel and no output: a lower bound of any two-stage design."""
+    2's input rows (the signed deltas, as many rows as stage 1 emits) in as many key groups
+    as stage 2 has, ``pmod(xxhash64(grp), key_groups)`` (stage 2 places its key groups on
+    distinct shuffle partitions with ``key_group_sql``; this floor does not, so two key
+    groups may share a task). No channel and no output."""
     from harness.floor import FloorFunction, floor_on
     from interlace.operators.table_aggregate import prepare_table_aggregate
     from pyspark.sql import functions as F
@@ -298,8 +300,9 @@ def _report(results: list[dict], args: Any) -> str:
                 f"{i['groups_state_bytes'] / max(groups, 1):,.0f} |")
     if "floor" in args.engines:
         lines += ["", "The floor of two stages (the no-op `applyInPandasWithState` on stage 1's "
-                  "input, then on as many rows as stage 2 reads, grouped as stage 2 groups "
-                  "them; no channel, no output):", "",
+                  "input, then on as many rows as stage 2 reads, in as many key groups as "
+                  "stage 2 has, `pmod(xxhash64(grp), key_groups)`; no channel, no output):",
+                  "",
                   "| store | groups | floor updates/s | floor / native | floor stage 1 s | "
                   "floor stage 2 s | floor stage 1 ms/batch | floor stage 2 ms/batch |",
                   "|---|---|---|---|---|---|---|---|"]
