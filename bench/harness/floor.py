@@ -95,20 +95,46 @@ def floor_engines(prepared: Callable[[Any], Any], output_rows: Callable[[Any], i
             Engine("floor-out", "floor", floor_out, columns, floor_emits=True)]
 
 
-class TumblingFold:
-    """The combiner's floor (issue 32, lever 1), tumbling windows: fold each partition's
-    prepared rows into one partial per (key group, group, window) before the shuffle.
+class WindowFold:
+    """The combiner's floor (issue 32, lever 1): fold each partition's prepared rows into one
+    partial per (key group, group, piece) before the shuffle.
 
-    A ``mapInArrow`` function: the partition's rows, grouped by key group, group column and
-    window start (``floor(t / d) * d``), become count, sum, min and max of ``value``, the
-    distinct ``distinct`` values (a list: what an HLL or exact-distinct partial would be
-    built from) and the greatest event time (the watermark's column, so Spark's pre-filter
-    and watermark see the partial as its latest row).
+    A ``mapInArrow`` function. A piece is what a combiner could fold without changing any
+    verdict or output: tumbling, the window (``floor(t / d) * d``); hopping, the pane of width
+    ``gcd(d, hop)`` (every window is a union of whole panes); session, the partition's
+    mini-sessions of one group (rows less than ``gap`` apart, in event-time order), which the
+    operator would merge as it merges held sessions. Each partial is the count, sum, min and
+    max of ``value``, the distinct ``distinct`` values (a list: what an HLL or exact-distinct
+    partial would be built from), the piece's start (``__il_ws``) and its greatest event time
+    (the watermark's column, so Spark's pre-filter and watermark see the partial as its
+    latest row).
     """
 
-    def __init__(self, duration_us: int, group: str, value: str, distinct: str | None) -> None:
-        self.duration_us, self.group, self.value, self.distinct = (duration_us, group, value,
-                                                                   distinct)
+    def __init__(self, kind: str, width_us: int, group: str, value: str,
+                 distinct: str | None) -> None:
+        if kind not in ("tumbling", "hopping", "session"):
+            raise ValueError(f"WindowFold: unknown kind {kind!r}")
+        self.kind, self.width_us = kind, width_us
+        self.group, self.value, self.distinct = group, value, distinct
+
+    def _pieces(self, t: Any) -> tuple[Any, list[tuple[str, str]]]:
+        """The table with its piece column ``__il_p`` and the extra aggregation for
+        ``__il_ws``."""
+        import numpy as np
+        import pyarrow as pa
+
+        tus = t.column("__il_tus").to_numpy()
+        if self.kind != "session":
+            return t.append_column("__il_p", pa.array(tus - tus % self.width_us)), []
+        kg = t.column("__il_kg").to_numpy()
+        g = t.column(self.group).to_numpy()
+        order = np.lexsort((tus, g, kg))
+        ts, gs, ks = tus[order], g[order], kg[order]
+        brk = np.ones(len(ts), dtype=bool)
+        brk[1:] = (ks[1:] != ks[:-1]) | (gs[1:] != gs[:-1]) | (ts[1:] - ts[:-1] >= self.width_us)
+        cid = np.empty(len(ts), dtype=np.int64)
+        cid[order] = np.cumsum(brk)
+        return t.append_column("__il_p", pa.array(cid)), [("__il_tus", "min")]
 
     def __call__(self, batches: Iterator[Any]) -> Iterator[Any]:
         import pyarrow as pa
@@ -116,22 +142,22 @@ class TumblingFold:
         parts = [b for b in batches if b.num_rows]
         if not parts:
             return
-        t = pa.Table.from_batches(parts)
-        tus = t.column("__il_tus").to_numpy()
-        t = t.append_column("__il_ws", pa.array(tus - tus % self.duration_us))
+        t, start = self._pieces(pa.Table.from_batches(parts))
         distinct = [(self.distinct, "distinct")] if self.distinct else []
-        out = t.group_by(["__il_kg", self.group, "__il_ws"], use_threads=False).aggregate([
+        out = t.group_by(["__il_kg", self.group, "__il_p"], use_threads=False).aggregate([
             (self.value, "count"), (self.value, "sum"), (self.value, "min"), (self.value, "max"),
-            *distinct, ("__il_t", "max")])
+            *distinct, ("__il_t", "max"), *start])
         names = {f"{self.value}_count": "n", f"{self.value}_sum": "s", f"{self.value}_min": "mn",
                  f"{self.value}_max": "mx", f"{self.distinct}_distinct": "du",
-                 "__il_t_max": "__il_t"}
+                 "__il_t_max": "__il_t", "__il_tus_min": "__il_ws"}
+        if not start:
+            names["__il_p"] = "__il_ws"
         out = out.rename_columns([names.get(c, c) for c in out.column_names])
         yield from out.select(["__il_kg", "__il_t", "__il_ws", self.group, "n", "s", "mn", "mx",
                                *(["du"] if self.distinct else [])]).to_batches()
 
 
-def combined_floor_on(op: Any, fold: TumblingFold, delay_ms: int) -> Any:
+def combined_floor_on(op: Any, fold: WindowFold, delay_ms: int) -> Any:
     """The floor on ``fold``'s partials of a prepared window (``prepare_window(...)``).
 
     A ``mapInArrow`` output is a new column: its ``__il_t`` is declared with the watermark's

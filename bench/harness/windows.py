@@ -262,15 +262,15 @@ def build_native(ctx: Context) -> Any:
 
 def engines(options: Mapping[str, Any], kind: Kind | None = None) -> list[Engine]:
     """Native, interlace, and (``floor``) the no-op floor and the floor that emits rows; for
-    tumbling windows also the floors on a combiner's partials (with and without the
-    distinct values)."""
+    every kind also the floors on a combiner's partials (with and without the distinct
+    values)."""
     from harness.floor import floor_engines
 
     out = [Engine("native", "native", build_native, COLUMNS),
            Engine("interlace", "interlace", build_interlace, COLUMNS)]
     if options.get("floor"):
         out += floor_engines(prepared, lambda d: len(oracle(d)), COLUMNS)
-    if options.get("floor") and kind is not None and kind.kind == "tumbling":
+    if options.get("floor") and kind is not None:
         out.append(Engine("floor-combined", "floor", build_combined_floor, COLUMNS))
         out.append(Engine("floor-combined-nd", "floor",
                           lambda ctx: build_combined_floor(ctx, distinct=False), COLUMNS))
@@ -278,13 +278,19 @@ def engines(options: Mapping[str, Any], kind: Kind | None = None) -> list[Engine
 
 
 def build_combined_floor(ctx: Context, distinct: bool = True) -> Any:
-    """The no-op floor on a tumbling combiner's partials (issue 32, lever 1). ``distinct``
-    False: partials without the distinct values (the ceiling of a fold of count, sum, min,
-    max and avg only)."""
-    from harness.floor import TumblingFold, combined_floor_on
+    """The no-op floor on a combiner's partials (issue 32, lever 1; ``WindowFold``: per
+    tumbling window, hopping pane or session-window mini-session). ``distinct`` False:
+    partials without the distinct values (the ceiling of a fold of count, sum, min, max and
+    avg only)."""
+    import math
 
-    s = spec(ctx.data.kind, ctx.key_groups, ctx.data.keys)
-    fold = TumblingFold(ctx.data.kind.duration_ms * 1000, "k", "v", "u" if distinct else None)
+    from harness.floor import WindowFold, combined_floor_on
+
+    kind = ctx.data.kind
+    s = spec(kind, ctx.key_groups, ctx.data.keys)
+    width_ms = {"tumbling": kind.duration_ms, "hopping": math.gcd(kind.duration_ms, kind.hop_ms),
+                "session": kind.gap_ms}[kind.kind]
+    fold = WindowFold(kind.kind, width_ms * 1000, "k", "v", "u" if distinct else None)
     return combined_floor_on(prepared(ctx), fold, s.watermark_delay_ms)
 
 

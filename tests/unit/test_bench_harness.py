@@ -536,3 +536,46 @@ def test_the_foreign_key_state_sweep_fixes_the_change_and_orders_its_files(tmp_p
         assert mtimes == sorted(mtimes) and len(set(mtimes)) == len(mtimes)
     products = pq.read_table(tmp_path / "products" / "000000.parquet")
     assert sorted(products.column("product_id").to_pylist()) == list(range(5_000))
+
+
+@pytest.mark.parametrize("kind,width_us", [("tumbling", 60_000_000), ("hopping", 10_000_000),
+                                           ("session", 30_000_000)])
+def test_the_combiner_floor_folds_each_piece_once_and_loses_no_row(kind: str,
+                                                                   width_us: int) -> None:
+    import pyarrow as pa
+    from harness.floor import WindowFold
+
+    rng = np.random.default_rng(7)
+    n = 2_000
+    # five rows of one key exactly one width (a session gap) apart, on window / pane bounds
+    tus = np.concatenate([rng.integers(0, 600_000_000, n - 5), width_us * np.arange(1, 6)])
+    k = np.concatenate([rng.integers(0, 5, n - 5), np.full(5, 99, dtype=np.int64)])
+    kg = k % 2
+    v = rng.integers(0, 640, n) / 64.0
+    u = rng.integers(0, 50, n)
+    t = pa.table({"__il_kg": pa.array(kg, pa.int32()), "__il_tus": tus,
+                  "__il_t": pa.array(tus, pa.timestamp("us")), "k": k, "v": v, "u": u})
+    order = rng.permutation(n)  # the fold must not depend on the partition's row order
+    out = pa.Table.from_batches(list(WindowFold(kind, width_us, "k", "v", "u")(
+        iter(t.take(order).to_batches(max_chunksize=300))))).to_pandas()
+    assert out["n"].sum() == n and out["s"].sum() == v.sum()
+    df = pd.DataFrame({"kg": kg, "k": k, "t": tus, "v": v, "u": u})
+    if kind == "session":
+        df = df.sort_values(["kg", "k", "t"])
+        brk = (df["k"].diff() != 0) | (df["t"].diff() >= width_us)
+        df["p"] = brk.cumsum()
+        want = df.groupby("p").agg(k=("k", "first"), ws=("t", "min"), n=("v", "size"),
+                                   s=("v", "sum"), mx=("v", "max"), du=("u", "nunique"),
+                                   mt=("t", "max"))
+        assert (df.groupby("p")["t"].diff().dropna() < width_us).all()
+    else:
+        df["ws"] = df["t"] - df["t"] % width_us
+        want = df.groupby(["k", "ws"]).agg(n=("v", "size"), s=("v", "sum"), mx=("v", "max"),
+                                           du=("u", "nunique"), mt=("t", "max")).reset_index()
+    got = out.assign(du=out["du"].map(len), mt=out["__il_t"].astype("datetime64[us]").astype("int64"))
+    got = got.rename(columns={"__il_ws": "ws"})
+    cols = ["k", "ws", "n", "s", "mx", "du", "mt"]
+    assert len(got) == len(want)
+    pd.testing.assert_frame_equal(
+        got[cols].sort_values(["k", "ws"]).reset_index(drop=True).astype("float64"),
+        want[cols].sort_values(["k", "ws"]).reset_index(drop=True).astype("float64"))
