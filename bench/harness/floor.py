@@ -47,11 +47,17 @@ class FloorFunction:
     """Read every frame, keep 8 bytes of state with a far timeout; emit nothing, or
     (``out_ratio`` > 0) that many rows of ``schema`` per input row."""
 
-    def __init__(self, out_ratio: float = 0.0, schema: Any = None, timeout: bool = True) -> None:
+    def __init__(self, out_ratio: float = 0.0, schema: Any = None, timeout: bool = True,
+                 freeze: bool = False) -> None:
         self.out_ratio, self.schema, self.timeout = out_ratio, schema, timeout
+        self.freeze = freeze
         self._rows: Any = None
 
     def __call__(self, key: Any, frames: Iterator[Any], state: Any) -> Iterator[Any]:
+        if self.freeze:  # what every interlace shim does first: freeze the worker's GC once
+            from interlace.operators.common.worker import prepare_worker
+
+            prepare_worker()
         n = 0
         for f in frames:
             n += len(f)
@@ -67,14 +73,17 @@ class FloorFunction:
         return iter((self._rows.iloc[:want].copy(),))
 
 
-def floor_on(op: Any, out_ratio: float = 0.0) -> Any:
+def floor_on(op: Any, out_ratio: float = 0.0, freeze: bool = False) -> Any:
     """The floor on a prepared interlace operator (``prepare_join(...)`` etc.); with
-    ``out_ratio``, the floor that emits that many output rows per input row."""
+    ``out_ratio``, the floor that emits that many output rows per input row; with ``freeze``,
+    the floor that first freezes its Python worker's garbage collector as interlace's
+    operators do (``prepare_worker``: without it the floor pays the worker's full collections,
+    which interlace does not, and can be slower than interlace itself)."""
     from pyspark import cloudpickle
 
     # Spark's Python workers cannot import bench/: ship this module's code by value.
     cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    func = FloorFunction(out_ratio, op.output_schema if out_ratio else None)
+    func = FloorFunction(out_ratio, op.output_schema if out_ratio else None, freeze=freeze)
     return op.prepared.groupBy(*op.group_columns).applyInPandasWithState(
         func, op.output_schema, op.state_schema, op.output_mode, op.timeout_conf)
 

@@ -262,15 +262,18 @@ def build_native(ctx: Context) -> Any:
 
 def engines(options: Mapping[str, Any], kind: Kind | None = None) -> list[Engine]:
     """Native, interlace, and (``floor``) the no-op floor and the floor that emits rows; for
-    every kind also the floors on a combiner's partials (with and without the distinct
+    every kind also the floor that freezes its worker's garbage collector as interlace does
+    (``floor-frozen``) and the floors on a combiner's partials (with and without the distinct
     values)."""
-    from harness.floor import floor_engines
+    from harness.floor import floor_engines, floor_on
 
     out = [Engine("native", "native", build_native, COLUMNS),
            Engine("interlace", "interlace", build_interlace, COLUMNS)]
     if options.get("floor"):
         out += floor_engines(prepared, lambda d: len(oracle(d)), COLUMNS)
     if options.get("floor") and kind is not None:
+        out.append(Engine("floor-frozen", "floor",
+                          lambda ctx: floor_on(prepared(ctx), freeze=True), COLUMNS))
         out.append(Engine("floor-combined", "floor", build_combined_floor, COLUMNS))
         out.append(Engine("floor-combined-nd", "floor",
                           lambda ctx: build_combined_floor(ctx, distinct=False), COLUMNS))

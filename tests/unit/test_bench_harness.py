@@ -572,10 +572,43 @@ def test_the_combiner_floor_folds_each_piece_once_and_loses_no_row(kind: str,
         df["ws"] = df["t"] - df["t"] % width_us
         want = df.groupby(["k", "ws"]).agg(n=("v", "size"), s=("v", "sum"), mx=("v", "max"),
                                            du=("u", "nunique"), mt=("t", "max")).reset_index()
-    got = out.assign(du=out["du"].map(len), mt=out["__il_t"].astype("datetime64[us]").astype("int64"))
+    got = out.assign(du=out["du"].map(len),
+                     mt=out["__il_t"].astype("datetime64[us]").astype("int64"))
     got = got.rename(columns={"__il_ws": "ws"})
     cols = ["k", "ws", "n", "s", "mx", "du", "mt"]
     assert len(got) == len(want)
     pd.testing.assert_frame_equal(
         got[cols].sort_values(["k", "ws"]).reset_index(drop=True).astype("float64"),
         want[cols].sort_values(["k", "ws"]).reset_index(drop=True).astype("float64"))
+
+
+def test_the_frozen_floor_freezes_its_workers_garbage_collector_as_interlace_does(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import gc
+    import types
+    import warnings
+
+    from harness.floor import FloorFunction
+    from interlace.operators.common import worker
+
+    class State:
+        def update(self, v: tuple) -> None:
+            self.value = v
+
+    frames = [pd.DataFrame({"x": range(3)})]
+    monkeypatch.setitem(sys.modules, "pyspark.worker", types.ModuleType("pyspark.worker"))
+    monkeypatch.delenv(worker.WORKER_GC_FREEZE_ENV, raising=False)
+    gc.unfreeze()
+    try:
+        with warnings.catch_warnings():
+            monkeypatch.setattr(worker, "_worker_prepared", False)
+            assert list(FloorFunction(timeout=False)("k", iter(frames), State())) == []
+            assert gc.get_freeze_count() == 0
+            assert list(FloorFunction(timeout=False, freeze=True)("k", iter(frames),
+                                                                  State())) == []
+            assert gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()
+    kinds = {e.name for e in windows.engines({"floor": True}, windows.Kind("session",
+                                                                            gap_ms=30_000))}
+    assert {"floor", "floor-frozen", "floor-combined", "floor-combined-nd"} <= kinds
