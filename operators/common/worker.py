@@ -8,6 +8,8 @@
 from __future__ import annotations
 
 import gc
+import itertools
+import operator
 import os
 import sys
 import warnings
@@ -17,8 +19,10 @@ from typing import Any
 from interlace.operators.errors import ConfigError
 
 __all__ = [
+    "PADDING_FAST_PATH_ENV",
     "PYSPARK_PADDING_WARNING",
     "WORKER_GC_FREEZE_ENV",
+    "install_padding_fast_path",
     "guard_source_checkout",
     "prepare_worker",
 ]
@@ -26,13 +30,17 @@ __all__ = [
 #: Environment variable of the Python workers: ``0`` keeps their garbage collector untouched
 #: (:func:`prepare_worker`). On a cluster: ``spark.executorEnv.INTERLACE_WORKER_GC_FREEZE=0``.
 WORKER_GC_FREEZE_ENV = "INTERLACE_WORKER_GC_FREEZE"
+#: Environment variable of the Python workers: ``0`` leaves pandas' concatenation as it is
+#: (:func:`install_padding_fast_path`). On a cluster:
+#: ``spark.executorEnv.INTERLACE_WORKER_PADDING_FAST_PATH=0``.
+PADDING_FAST_PATH_ENV = "INTERLACE_WORKER_PADDING_FAST_PATH"
 #: The pandas 2.x deprecation PySpark's own ``applyInPandasWithState`` worker code triggers.
 PYSPARK_PADDING_WARNING = "The behavior of DataFrame concatenation with empty or all-NA entries"
 _worker_prepared = False
 
 
 def prepare_worker() -> bool:
-    """Once per PySpark Python worker: freeze its garbage collector, quiet PySpark's warning.
+    """Once per PySpark Python worker: freeze its garbage collector, speed up PySpark's padding.
 
     **The GC freeze.** Collect, then freeze what is alive (``gc.freeze()``). A reused PySpark
     worker runs a full ``gc.collect()`` after every task (``pyspark/daemon.py``)
@@ -45,7 +53,10 @@ def prepare_worker() -> bool:
     dies later is never reclaimed (bounded: once per worker process). Skipped when the
     environment variable ``INTERLACE_WORKER_GC_FREEZE`` is ``0``.
 
-    **The warning.** Ignore the FutureWarning PySpark's padding triggers.
+    **The padding.** :func:`install_padding_fast_path`, unless the environment variable
+    ``INTERLACE_WORKER_PADDING_FAST_PATH`` is ``0``.
+
+    **The warning.** Also ignore the FutureWarning PySpark's padding triggers.
     PySpark 4.3's ``applyInPandasWithState`` worker (``construct_record_batch`` in
     ``pyspark/worker.py``) pads every Arrow batch it sends back with an object-typed frame
     (``dict.fromkeys(columns)``) and concatenates it with the function's output; pandas 2.x
@@ -68,8 +79,54 @@ def prepare_worker() -> bool:
     if frozen:
         gc.collect()
         gc.freeze()
+    if os.environ.get(PADDING_FAST_PATH_ENV) != "0":
+        install_padding_fast_path()
     warnings.filterwarnings("ignore", message=PYSPARK_PADDING_WARNING, category=FutureWarning)
     return frozen
+
+
+def install_padding_fast_path() -> bool:
+    """Make pandas' check of an all-NA ``object`` block O(1) Python calls when its values are one.
+
+    PySpark 4.3's ``applyInPandasWithState`` worker (``construct_record_batch`` in
+    ``pyspark/worker.py``) pads the few state rows of each Arrow batch it sends back with an
+    empty frame of four ``object`` columns, all the same NaN, as many rows as the batch's
+    output rows, and ``pd.concat``-s them. pandas 2.x then asks, of that block, whether every
+    value is a valid NA for the result's dtype (``JoinUnit._is_valid_na_for`` in
+    ``pandas/core/internals/concat.py``): a Python call per value, 3.6 CPU-µs per output row
+    (bench/pyspark_output_path.py), a fifth of the Python workers' CPU on the hopping window
+    benchmark (docs/performance.md, "PySpark's output padding").
+
+    The replacement answers the same question exactly: when every value of the block is one
+    and the same object (``is``, checked at C speed), ``all(is_valid_na_for_dtype(x, dtype)
+    for x in values)`` is ``is_valid_na_for_dtype(values[0], dtype)``, asked once (the block
+    must still be all-NA, ``is_na``, as in the original); any other block goes to pandas' own
+    method. Installed once per process, only where pandas 2.x has that method (pandas 3 does
+    not need it: the same padding costs it a tenth). Returns whether it installed it now.
+    """
+    try:
+        from pandas.core.internals import concat as pandas_concat
+    except ImportError:
+        return False
+    unit = getattr(pandas_concat, "JoinUnit", None)
+    original = getattr(unit, "_is_valid_na_for", None)
+    is_valid = getattr(pandas_concat, "is_valid_na_for_dtype", None)
+    if original is None or is_valid is None or getattr(original, "_interlace", False):
+        return False
+
+    def _is_valid_na_for(self: Any, dtype: Any) -> bool:
+        values = self.block.values
+        if self.block.dtype == object and values.size > 1:
+            flat = values.ravel(order="K")
+            first = flat[0]
+            if all(map(operator.is_, flat, itertools.repeat(first))):
+                return bool(self.is_na) and bool(is_valid(first, dtype))
+        return bool(original(self, dtype))
+
+    _is_valid_na_for._interlace = True  # type: ignore[attr-defined]
+    _is_valid_na_for.__doc__ = original.__doc__
+    unit._is_valid_na_for = _is_valid_na_for  # type: ignore[union-attr]
+    return True
 
 
 def guard_source_checkout(spark: Any) -> None:

@@ -99,35 +99,87 @@ def fixed_slots(
 ) -> tuple[NDArray[np.int64], pa.Table, list[Any], NDArray[np.bool_]]:
     """Find or create the slot of each (window start, group) assignment.
 
-    Held slots are distinct (window start, group) pairs, so a hash lookup finds each
-    assignment's slot; new slots are appended in ascending (start, group) order.
+    Held slots are distinct (window start, group) pairs, so a lookup finds each assignment's
+    slot; new slots are appended in ascending (start, group) order, each made from the first
+    assignment of its pair. A pair is a code ``start ordinal * groups + group code``: a window
+    start is a multiple of the hop, so its ordinal is ``start // hop`` less the least one.
+    When the codes fit a table a few times the assignments' size (windows of a few hops, the
+    usual case), a direct-address table finds and numbers them in linear time
+    (:func:`_pairs_by_table`); otherwise sorting does (:func:`_pairs_by_sort`), with the same
+    result.
     """
     slots, accs, old_codes, slot_start = held.slots, held.accs, held.codes, held.start
     new_codes, starts, ends, group_tbl = new.codes, new.starts, new.ends, new.groups
-    # numpy, not pandas: a few rows per call, where pandas' fixed cost per call dominates.
-    all_starts = np.concatenate([slot_start, starts])
-    _, s_codes = np.unique(all_starts, return_inverse=True)
-    g_count = int(max(old_codes.max(initial=-1), new_codes.max(initial=-1))) + 1
-    comb = s_codes.astype(np.int64).ravel() * max(g_count, 1) + np.concatenate(
-        [old_codes, new_codes])
-    old_comb, new_comb = comb[: len(slot_start)], comb[len(slot_start) :]
-    # Held slots are distinct (start, group) pairs: a binary search finds each one's slot.
+    n_old, n_new = len(slot_start), len(starts)
+    g_count = max(int(max(old_codes.max(initial=-1), new_codes.max(initial=-1))) + 1, 1)
+    k_old, k_new = slot_start // plan.hop_us, starts // plan.hop_us
+    k_min = int(min(k_old.min(initial=np.iinfo(np.int64).max),
+                    k_new.min(initial=np.iinfo(np.int64).max)))
+    k_max = int(max(k_old.max(initial=k_min), k_new.max(initial=k_min)))
+    size = (k_max - k_min + 1) * g_count  # a Python int: no overflow
+    if n_old + n_new and size <= TABLE_FACTOR * (n_old + n_new) + TABLE_MIN:
+        old_comb = (k_old - k_min) * g_count + old_codes
+        new_comb = (k_new - k_min) * g_count + new_codes
+        target, fresh_first, fresh_of = _pairs_by_table(old_comb, new_comb, size)
+    else:
+        _, s_codes = np.unique(np.concatenate([slot_start, starts]), return_inverse=True)
+        comb = s_codes.astype(np.int64).ravel() * g_count + np.concatenate(
+            [old_codes, new_codes])
+        target, fresh_first, fresh_of = _pairs_by_sort(comb[:n_old], comb[n_old:])
+    if len(fresh_first):
+        missing = target < 0
+        target[missing] = n_old + fresh_of
+        add = plan.new_slots(starts[fresh_first], ends[fresh_first], group_tbl, fresh_first)
+        slots = pa.concat_tables([slots, add]).combine_chunks()
+        accs = [a.accumulator().grow(s, len(fresh_first))
+                for a, s in zip(plan.aggs, accs, strict=True)]
+    return target, slots, accs, np.zeros(slots.num_rows, dtype=bool)
+
+
+#: :func:`fixed_slots` uses a direct-address table of the (start, group) codes when it has at
+#: most ``TABLE_FACTOR`` entries per assignment and held slot, plus ``TABLE_MIN``.
+TABLE_FACTOR = 8
+TABLE_MIN = 1 << 16
+
+
+def _pairs_by_table(
+    old_comb: NDArray[np.int64], new_comb: NDArray[np.int64], size: int
+) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]]:
+    """Each new code's held slot (-1: none); the pairs to create, as :func:`_pairs_by_sort`.
+
+    Codes lie in ``[0, size)``. Returns ``target`` (held slot per new code, -1 if none), the
+    first new code of each missing pair in ascending code order, and each missing new code's
+    rank among those pairs.
+    """
+    table = np.full(size, -1, dtype=np.int64)
+    table[old_comb] = np.arange(len(old_comb), dtype=np.int64)
+    target = table[new_comb]
+    missing = np.flatnonzero(target < 0)
+    if not len(missing):
+        return target, missing, missing
+    m_comb = new_comb[missing]
+    first = np.full(size, len(missing), dtype=np.int64)
+    np.minimum.at(first, m_comb, np.arange(len(missing), dtype=np.int64))
+    present = first < len(missing)
+    rank = np.cumsum(present) - 1
+    return target, missing[first[present]], rank[m_comb]
+
+
+def _pairs_by_sort(
+    old_comb: NDArray[np.int64], new_comb: NDArray[np.int64]
+) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]]:
+    """:func:`_pairs_by_table` for codes of any range: a binary search among the held ones."""
     order = np.argsort(old_comb, kind="stable")
     pos = np.searchsorted(old_comb[order], new_comb)
     hit = pos < len(order)
     hit[hit] = old_comb[order[pos[hit]]] == new_comb[hit]
     target = np.full(len(new_comb), -1, dtype=np.int64)
     target[hit] = order[pos[hit]]
-    found = target >= 0
-    n_old = slots.num_rows
-    if (~found).any():
-        fresh, first_idx, inv = np.unique(new_comb[~found], return_index=True, return_inverse=True)
-        src = np.flatnonzero(~found)[first_idx]
-        target[~found] = n_old + inv
-        add = plan.new_slots(starts[src], ends[src], group_tbl, src)
-        slots = pa.concat_tables([slots, add]).combine_chunks()
-        accs = [a.accumulator().grow(s, len(fresh)) for a, s in zip(plan.aggs, accs, strict=True)]
-    return target, slots, accs, np.zeros(slots.num_rows, dtype=bool)
+    missing = np.flatnonzero(~hit)
+    if not len(missing):
+        return target, missing, missing
+    _, first_idx, inv = np.unique(new_comb[missing], return_index=True, return_inverse=True)
+    return target, missing[first_idx], inv.ravel().astype(np.int64)
 
 
 def session_slots(

@@ -359,3 +359,40 @@ def test_group_codes_narrowed_relate_groups_as_the_whole_encoding_does(seed: int
     outside = old.max()
     assert outside not in set(new_codes.tolist())
     assert (old == outside).sum() > held.num_rows // 2
+
+
+FLOAT_SCHEMA = pa.schema([("g", pa.float64()), ("v", pa.int64()), ("t", pa.timestamp("ns"))])
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("kind", ["tumbling", "hopping"])
+def test_fixed_slots_direct_table_and_sort_find_the_same_slots(seed, kind, monkeypatch):
+    """fixed_slots numbers (start, group) pairs with a direct-address table when they fit one,
+    else by sorting: both give the same output, row for row and in the same order (slots are
+    made in (start, group) order from each pair's first row, so -0.0 or 0.0 is the first row's).
+    """
+    from interlace.operators.window import slots as window_slots
+
+    rng = np.random.default_rng(seed)
+    groups = [-0.0, 0.0, 1.5, None, 2.0]
+    log, t = [], 0.0
+    for _ in range(5):
+        rows = []
+        for _ in range(40):
+            t += float(rng.exponential(0.4))
+            late = float(rng.integers(0, 25)) if rng.random() < 0.2 else 0.0
+            rows.append({"g": groups[int(rng.integers(0, len(groups)))],
+                         "v": int(rng.integers(-5, 5)),
+                         "t": T0 + dt.timedelta(seconds=round(t - late, 3))})
+        log.append(WindowBatch(rows=tuple(rows)))
+    spec = Window(kind=kind, duration_ms=6_000, hop_ms=2_000 if kind == "hopping" else None,
+                  event_time_column="t", group_by=["g"], max_groups_per_window=100,
+                  aggregations=[COUNT, SUM], key_groups=2, late_data="reopen",
+                  allowed_lateness_ms=10_000)
+    by_table = run_window_locally(spec, log, FLOAT_SCHEMA).rows
+    monkeypatch.setattr(window_slots, "TABLE_FACTOR", 0)
+    monkeypatch.setattr(window_slots, "TABLE_MIN", 0)
+    by_sort = run_window_locally(spec, log, FLOAT_SCHEMA).rows
+    assert by_table and repr(by_table) == repr(by_sort)
+    want = oracle_window(spec, log, columns=FLOAT_SCHEMA.names)
+    assert canonical_rows([r for _, r in by_table]) == canonical_rows([o.row for o in want.rows])

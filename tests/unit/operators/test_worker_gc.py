@@ -1,4 +1,5 @@
-"""The operators freeze a PySpark worker's garbage collector once, and only there.
+"""The operators freeze a PySpark worker's garbage collector once, and only there (and speed up
+PySpark's output padding there: operators/common/worker.py).
 
 Each case runs in a fresh interpreter (the freeze is once per process). A "worker" is a process
 that has imported ``pyspark.worker``, as every PySpark Python worker has; the driver has not.
@@ -42,6 +43,8 @@ SCRIPT = textwrap.dedent(
         run = run_window_locally(spec, [WindowBatch(rows=tuple(rows[:6])),
                                         WindowBatch(rows=tuple(rows[6:]))], schema)
     frozen = gc.get_freeze_count()
+    from pandas.core.internals.concat import JoinUnit
+    padding = getattr(JoinUnit._is_valid_na_for, "_interlace", False)
     again = freeze_worker_gc()
 
     class Cycle:
@@ -50,7 +53,8 @@ SCRIPT = textwrap.dedent(
     c = Cycle()
     c.me = c
     del c
-    print(json.dumps({"frozen": frozen, "again": again, "collected_after": gc.collect(),
+    print(json.dumps({"frozen": frozen, "again": again, "padding": padding,
+                      "collected_after": gc.collect(),
                       "rows": sorted(map(repr, run.rows))}))
     """
 )
@@ -71,11 +75,19 @@ def test_worker_freezes_once_and_still_collects_new_cycles(operator):
     assert worker["again"] is False  # once per process
     assert worker["collected_after"] >= 1  # a cycle made after the freeze is still reclaimed
     driver = _run("driver", operator)
+    assert worker["padding"] is True  # pandas' concatenation of PySpark's padding sped up
     assert driver["frozen"] == 0  # the driver, the local runner, tests: untouched
+    assert driver["padding"] is False
     assert driver["rows"] == worker["rows"] and worker["rows"]  # same output either way
 
 
 def test_environment_variable_turns_it_off():
     off = _run("worker", "join", INTERLACE_WORKER_GC_FREEZE="0")
-    assert off["frozen"] == 0
+    assert off["frozen"] == 0 and off["padding"] is True
     assert off["rows"] == _run("worker", "join", INTERLACE_WORKER_GC_FREEZE="1")["rows"]
+
+
+def test_environment_variable_turns_the_padding_fast_path_off():
+    off = _run("worker", "window", INTERLACE_WORKER_PADDING_FAST_PATH="0")
+    assert off["padding"] is False and off["frozen"] > 10_000
+    assert off["rows"] == _run("worker", "window")["rows"]
