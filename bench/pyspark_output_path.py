@@ -3,6 +3,7 @@
 Run (from the repository root; any interpreter with pandas, e.g. to compare pandas lines)::
 
     .venv/bin/python bench/pyspark_output_path.py [--rows 100000] [--states 4] [--repeat 5]
+    .venv/bin/python bench/pyspark_output_path.py --fast-padding  # as interlace's workers run it
 
 PySpark 4.3's worker (``pyspark/worker.py``, ``construct_record_batch`` inside ``read_udfs``
 for ``SQL_GROUPED_MAP_PANDAS_UDF_WITH_STATE``) sends the rows a function yields and one
@@ -17,7 +18,9 @@ This script repeats those statements (same calls, same arguments) for a batch of
 output rows and prints the CPU microseconds per output row of each. They do not depend on
 what the function computed, so every ``applyInPandasWithState`` operator pays them for each
 row it emits, and a no-op function that emits nothing (the floor) does not. docs/performance.md
-("The output floor") quotes its figures.
+("The output floor") quotes its figures. ``--fast-padding`` first installs the exact fast path
+interlace's operators install in every PySpark worker
+(``interlace.operators.common.worker.install_padding_fast_path``).
 """
 
 from __future__ import annotations
@@ -65,12 +68,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rows", type=int, default=100_000, help="output rows in the Arrow batch")
     ap.add_argument("--states", type=int, default=4, help="key groups (state rows) in it")
     ap.add_argument("--repeat", type=int, default=5, help="timings, best kept")
+    ap.add_argument("--fast-padding", action="store_true",
+                    help="install interlace's padding fast path first (what its workers run)")
     args = ap.parse_args(argv)
+    if args.fast_padding:
+        from interlace.operators.common.worker import install_padding_fast_path
+
+        install_padding_fast_path()
     states = [_state_row() for _ in range(args.states)]
     pad = _cpu_us_per_row(lambda: padded_state(args.rows, list(states)), args.rows, args.repeat)
     cnt = _cpu_us_per_row(lambda: count_frame(args.rows, args.states), args.rows, args.repeat)
     print(f"pandas {pd.__version__}, python {sys.version.split()[0]}: {args.rows:,} output rows, "
-          f"{args.states} state rows per Arrow batch")
+          f"{args.states} state rows per Arrow batch"
+          + (", interlace's padding fast path" if args.fast_padding else ""))
     print(f"  state padding + concat: {pad:.2f} CPU-us per output row")
     print(f"  count frame:            {cnt:.2f} CPU-us per output row")
     print(f"  together:               {pad + cnt:.2f} CPU-us per output row")
