@@ -262,9 +262,10 @@ def build_native(ctx: Context) -> Any:
 
 def engines(options: Mapping[str, Any], kind: Kind | None = None) -> list[Engine]:
     """Native, interlace, and (``floor``) the no-op floor and the floor that emits rows; for
-    every kind also the floor that freezes its worker's garbage collector as interlace does
-    (``floor-frozen``) and the floors on a combiner's partials (with and without the distinct
-    values)."""
+    every kind also the floor that prepares its worker as interlace does (``floor-frozen``:
+    ``prepare_worker``, the garbage collector frozen and PySpark's output padding sped up),
+    that floor emitting interlace's output rows (``floor-out-frozen``), and the floors on a
+    combiner's partials (with and without the distinct values)."""
     from harness.floor import floor_engines, floor_on
 
     out = [Engine("native", "native", build_native, COLUMNS),
@@ -274,10 +275,21 @@ def engines(options: Mapping[str, Any], kind: Kind | None = None) -> list[Engine
     if options.get("floor") and kind is not None:
         out.append(Engine("floor-frozen", "floor",
                           lambda ctx: floor_on(prepared(ctx), freeze=True), COLUMNS))
+        out.append(Engine("floor-out-frozen", "floor", build_frozen_output_floor, COLUMNS,
+                          floor_emits=True))
         out.append(Engine("floor-combined", "floor", build_combined_floor, COLUMNS))
         out.append(Engine("floor-combined-nd", "floor",
                           lambda ctx: build_combined_floor(ctx, distinct=False), COLUMNS))
     return out
+
+
+def build_frozen_output_floor(ctx: Context) -> Any:
+    """The frozen floor that also emits as many (constant) output rows as interlace does:
+    the least any ``applyInPandasWithState`` operator that emits this output can cost."""
+    from harness.floor import floor_on
+
+    ratio = len(oracle(ctx.data)) / max(ctx.data.input_rows, 1)
+    return floor_on(prepared(ctx), ratio, freeze=True)
 
 
 def build_combined_floor(ctx: Context, distinct: bool = True) -> Any:

@@ -124,6 +124,7 @@ def install_padding_fast_path() -> bool:
         return bool(original(self, dtype))
 
     _is_valid_na_for._interlace = True  # type: ignore[attr-defined]
+    _is_valid_na_for.__wrapped__ = original  # type: ignore[attr-defined]
     _is_valid_na_for.__doc__ = original.__doc__
     unit._is_valid_na_for = _is_valid_na_for  # type: ignore[union-attr]
     return True

@@ -598,6 +598,11 @@ def test_the_frozen_floor_freezes_its_workers_garbage_collector_as_interlace_doe
     frames = [pd.DataFrame({"x": range(3)})]
     monkeypatch.setitem(sys.modules, "pyspark.worker", types.ModuleType("pyspark.worker"))
     monkeypatch.delenv(worker.WORKER_GC_FREEZE_ENV, raising=False)
+    from pandas.core.internals import concat as pandas_concat
+
+    # prepare_worker also installs the padding fast path: put pandas' method back after.
+    monkeypatch.setattr(pandas_concat.JoinUnit, "_is_valid_na_for",
+                        pandas_concat.JoinUnit._is_valid_na_for)
     gc.unfreeze()
     try:
         with warnings.catch_warnings():
@@ -611,4 +616,9 @@ def test_the_frozen_floor_freezes_its_workers_garbage_collector_as_interlace_doe
         gc.unfreeze()
     kinds = {e.name for e in windows.engines({"floor": True}, windows.Kind("session",
                                                                             gap_ms=30_000))}
-    assert {"floor", "floor-frozen", "floor-combined", "floor-combined-nd"} <= kinds
+    assert {"floor", "floor-frozen", "floor-out-frozen", "floor-combined",
+            "floor-combined-nd"} <= kinds
+    emits = {e.name for e in windows.engines({"floor": True}, windows.Kind("session",
+                                                                            gap_ms=30_000))
+             if e.floor_emits}
+    assert emits == {"floor-out", "floor-out-frozen"}

@@ -58,9 +58,11 @@ CASES = {
 
 @pytest.fixture
 def restore_pandas(monkeypatch):
-    # The fast path patches pandas' class: put pandas' own method back after the test.
+    # The fast path patches pandas' class: start from pandas' own method (even if an earlier
+    # test installed the fast path) and put back what was there after the test.
+    current = pandas_concat.JoinUnit._is_valid_na_for
     monkeypatch.setattr(pandas_concat.JoinUnit, "_is_valid_na_for",
-                        pandas_concat.JoinUnit._is_valid_na_for)
+                        getattr(current, "__wrapped__", current))
     return pandas_concat.JoinUnit._is_valid_na_for
 
 
