@@ -93,9 +93,9 @@ def install_padding_fast_path() -> bool:
     empty frame of four ``object`` columns, all the same NaN, as many rows as the batch's
     output rows, and ``pd.concat``-s them. pandas 2.x then asks, of that block, whether every
     value is a valid NA for the result's dtype (``JoinUnit._is_valid_na_for`` in
-    ``pandas/core/internals/concat.py``): a Python call per value, 3.6 CPU-µs per output row
-    (bench/pyspark_output_path.py), a fifth of the Python workers' CPU on the hopping window
-    benchmark (docs/performance.md, "PySpark's output padding").
+    ``pandas/core/internals/concat.py``): a Python call per value, 2-3.6 CPU-µs per output
+    row (bench/pyspark_output_path.py), a fifth of the Python workers' CPU on the hopping
+    window benchmark (docs/joins.md, "PySpark's output padding").
 
     The replacement answers the same question exactly: when every value of the block is one
     and the same object (``is``, checked at C speed), ``all(is_valid_na_for_dtype(x, dtype)

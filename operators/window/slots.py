@@ -122,6 +122,7 @@ def fixed_slots(
         new_comb = (k_new - k_min) * g_count + new_codes
         target, fresh_first, fresh_of = _pairs_by_table(old_comb, new_comb, size)
     else:
+        # Starts far apart (in hops) could overflow ``ordinal * groups``: rank them instead.
         _, s_codes = np.unique(np.concatenate([slot_start, starts]), return_inverse=True)
         comb = s_codes.astype(np.int64).ravel() * g_count + np.concatenate(
             [old_codes, new_codes])
