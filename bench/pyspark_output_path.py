@@ -4,6 +4,7 @@ Run (from the repository root; any interpreter with pandas, e.g. to compare pand
 
     .venv/bin/python bench/pyspark_output_path.py [--rows 100000] [--states 4] [--repeat 5]
     .venv/bin/python bench/pyspark_output_path.py --fast-padding  # as interlace's workers run it
+    .venv/bin/python bench/pyspark_output_path.py --array-cells 8  # output packed into arrays
 
 PySpark 4.3's worker (``pyspark/worker.py``, ``construct_record_batch`` inside ``read_udfs``
 for ``SQL_GROUPED_MAP_PANDAS_UDF_WITH_STATE``) sends the rows a function yields and one
@@ -20,7 +21,9 @@ what the function computed, so every ``applyInPandasWithState`` operator pays th
 row it emits, and a no-op function that emits nothing (the floor) does not. docs/performance.md
 ("The output floor") quotes its figures. ``--fast-padding`` first installs the exact fast path
 interlace's operators install in every PySpark worker
-(``interlace.operators.common.worker.install_padding_fast_path``).
+(``interlace.operators.common.worker.install_padding_fast_path``). ``--array-cells N`` also
+times PySpark's conversion of a ``bigint`` column and of an ``array<bigint>`` column holding the
+same values in ``N`` cells (what packing a call's output into one row of arrays would cost).
 """
 
 from __future__ import annotations
@@ -54,6 +57,26 @@ def padded_state(rows: int, states: list[pd.DataFrame]) -> pd.DataFrame:
     return pd.concat([*states, empty], ignore_index=True)
 
 
+def array_column_cost(rows: int, cells: int, repeat: int) -> tuple[float, float]:
+    """CPU-µs per value: PySpark's pandas -> Arrow for a flat ``bigint`` column, and for an
+    ``array<bigint>`` column of ``cells`` numpy cells with the same values."""
+    import numpy as np
+    import pyarrow as pa
+    from pyspark.sql.pandas.types import _create_converter_from_pandas
+    from pyspark.sql.types import ArrayType, LongType
+
+    flat = pd.Series(np.arange(rows, dtype=np.int64))
+    packed = pd.Series(list(np.array_split(flat.to_numpy(), cells)), dtype=object)
+    to_flat = _create_converter_from_pandas(LongType(), timezone="UTC")
+    to_packed = _create_converter_from_pandas(ArrayType(LongType()), timezone="UTC")
+    return (
+        _cpu_us_per_row(lambda: pa.Array.from_pandas(to_flat(flat), type=pa.int64()),
+                        rows, repeat),
+        _cpu_us_per_row(lambda: pa.Array.from_pandas(to_packed(packed),
+                                                     type=pa.list_(pa.int64())), rows, repeat),
+    )
+
+
 def _cpu_us_per_row(fn: object, rows: int, repeat: int) -> float:
     best = float("inf")
     for _ in range(repeat):
@@ -70,6 +93,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=5, help="timings, best kept")
     ap.add_argument("--fast-padding", action="store_true",
                     help="install interlace's padding fast path first (what its workers run)")
+    ap.add_argument("--array-cells", type=int, default=0,
+                    help="also time a bigint column against array<bigint> in this many cells")
     args = ap.parse_args(argv)
     if args.fast_padding:
         from interlace.operators.common.worker import install_padding_fast_path
@@ -84,6 +109,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  state padding + concat: {pad:.2f} CPU-us per output row")
     print(f"  count frame:            {cnt:.2f} CPU-us per output row")
     print(f"  together:               {pad + cnt:.2f} CPU-us per output row")
+    if args.array_cells:
+        flat_us, packed_us = array_column_cost(args.rows, args.array_cells, args.repeat)
+        print(f"  bigint column:          {flat_us:.3f} CPU-us per value")
+        print(f"  array<bigint>, {args.array_cells} cells: {packed_us:.3f} CPU-us per value")
     return 0
 
 
