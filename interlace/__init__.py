@@ -17,6 +17,12 @@ if _importlib_util.find_spec("interlace.operators") is None:  # pragma: no cover
         "package): run from another directory, or install the checkout with `pip install -e .`"
     )
 
+# A PySpark below the supported range (or PySpark 3.5 beside a pyarrow it cannot drive) is
+# refused here, naming the installed version, the range and the fix.
+from interlace.operators.common.compat import require_supported_pyspark as _require_supported
+
+_require_supported()
+
 from interlace.operators import (
     Aggregation,
     ConfigError,

@@ -111,14 +111,14 @@ class ReplayResult:
 def _arrow_schema(schema: Any) -> Any:
     import pyarrow as pa
     from pyspark.sql import types as T
-    from pyspark.sql.pandas.types import to_arrow_type
+    from interlace.operators.common.compat import spark_to_arrow_type
 
     fields = []
     for f in schema.fields:
         if isinstance(f.dataType, T.TimestampType):
             at = pa.timestamp("us", tz="UTC")
         else:  # nested timestamps are UTC too (the session time zone)
-            at = to_arrow_type(f.dataType, timezone="UTC")
+            at = spark_to_arrow_type(f.dataType)
         fields.append(pa.field(f.name, at, nullable=True))
     return pa.schema(fields)
 

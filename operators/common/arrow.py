@@ -28,7 +28,7 @@ def arrow_schema_for(
     ``timestamp_unit="us", timestamp_tz="UTC"`` gives what Spark itself writes for
     ``TimestampType`` (``TimestampNTZType`` stays naive).
     """
-    from pyspark.sql.pandas.types import to_arrow_type
+    from interlace.operators.common.compat import spark_to_arrow_type
 
     fields = []
     for f in schema.fields:
@@ -37,7 +37,7 @@ def arrow_schema_for(
         elif isinstance(f.dataType, T.TimestampNTZType):
             at = pa.timestamp(timestamp_unit)
         else:  # timestamps nested in structs, arrays, maps: naive µs, as pandas holds them
-            at = _with_naive_timestamps(to_arrow_type(f.dataType, timezone="UTC"), timestamp_tz)
+            at = _with_naive_timestamps(spark_to_arrow_type(f.dataType), timestamp_tz)
         fields.append(pa.field(f.name, at, nullable=True))
     return pa.schema(fields)
 

@@ -20,6 +20,7 @@ from typing import Any, Self, TypeVar
 import numpy as np
 import pyarrow as pa
 from interlace.operators.common.arrow import i64
+from interlace.operators.common.compat import to_pylist
 from interlace.operators.common.deadletters import dead_letter
 from interlace.operators.common.keys import has_null_key
 from interlace.operators.common.names import (
@@ -189,9 +190,7 @@ def dead_letter_rows(
         wm_us: The operator watermark, ``None`` before Spark has one.
         output_schema: The operator's output schema; its last column is ``_dead_letter``.
     """
-    records = rows.select(payload.names).rename_columns(list(names)).to_pylist(
-        maps_as_pydicts="lossy"
-    )
+    records = to_pylist(rows.select(payload.names).rename_columns(list(names)))
     # A Python loop, off the hot path: it runs only over rows that are dead-lettered.
     letters = [dead_letter(side, reason, wm_us, r) for r in records]
     cols = [pa.nulls(len(letters), f.type) for f in output_schema][:-1]

@@ -161,17 +161,24 @@ def check_carried_types(schema: T.StructType, what: str) -> None:
     the legacy ``interval``, ``char`` / ``varchar``) would fail the query at its first row.
     This check finds it when the operator is prepared, before the query starts.
     """
-    from pyspark.sql.pandas.types import to_arrow_type
+    from interlace.operators.common.compat import pyspark_version, spark_to_arrow_type
 
     for f in schema.fields:
         try:
-            to_arrow_type(f.dataType, timezone="UTC")
-        except Exception as exc:  # PySpark raises its own error types, by version
+            spark_to_arrow_type(f.dataType)
+        except Exception as exc:  # PySpark raises its own error types, by line
+            type_name = f.dataType.simpleString()
+            fix = (
+                f"cast it first, e.g. F.col({f.name!r}).cast('string'), or drop it"
+                if type_name != "string"
+                else "this is a bug of interlace on this PySpark line: please report it with "
+                "the message below"
+            )
+            reason = " ".join(str(exc).split())[:300]
             msg = (
-                f"column {f.name!r} of {what} has type {f.dataType.simpleString()}, which "
-                "interlace cannot carry (PySpark cannot hand it to pandas in "
-                "applyInPandasWithState); cast it first, e.g. F.col("
-                f"{f.name!r}).cast('string'), or drop it"
+                f"column {f.name!r} of {what} has type {type_name}, which PySpark "
+                f"{pyspark_version()} cannot hand to pandas in applyInPandasWithState "
+                f"({type(exc).__name__}: {reason}); {fix}"
             )
             raise ConfigError(msg) from exc
 

@@ -1,12 +1,194 @@
-"""Standard-library names newer than the oldest Python interlace supports (3.10)."""
+"""Every difference between the Python, PySpark, pyarrow and pandas lines interlace supports.
+
+The one place that knows them (docs/deploy.md, "PySpark lines"): the rest of interlace calls
+these functions and never looks at a version. Each difference is found by feature detection
+(does the function take this keyword, does the class have this method), cached per process;
+the only version comparisons are the ones that decide support itself
+(:func:`require_supported_pyspark`), since "too old" has no feature to detect.
+
+Differences handled here:
+
+* ``typing.override``: in the standard library from Python 3.12.
+* ``pyspark.sql.pandas.types.to_arrow_type``: takes ``timezone=`` from PySpark 4.3 only
+  (:func:`spark_to_arrow_type`). Before it, a ``TimestampType`` maps to UTC microseconds, the
+  same type 4.3 gives for ``timezone="UTC"``.
+* ``pyarrow.Table.to_pylist(maps_as_pydicts=...)``: from pyarrow 18 (:func:`to_pylist`); before,
+  maps come back as lists of ``(key, value)`` pairs and are turned into dicts here (the last
+  value of a repeated key wins, as pyarrow's ``"lossy"``).
+* PySpark 3.5's ``applyInPandasWithState`` serializer with pyarrow >= 20 fails inside PySpark's
+  own worker (:func:`require_supported_pyspark` refuses the pair at import with the fix).
+"""
 
 from __future__ import annotations
 
+import functools
 import sys
+import warnings
+from typing import TYPE_CHECKING, Any
 
 if sys.version_info >= (3, 12):
     from typing import override
 else:  # declared in pyproject.toml for Python < 3.12
     from typing_extensions import override
 
-__all__ = ["override"]
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+__all__ = [
+    "PYSPARK_NEWEST_TESTED",
+    "PYSPARK_OLDEST",
+    "SUPPORTED_PYSPARK",
+    "UnsupportedVersionError",
+    "override",
+    "pyspark_version",
+    "require_supported_pyspark",
+    "spark_to_arrow_type",
+    "to_pylist",
+]
+
+#: The PySpark range pyproject.toml declares, as users read it.
+SUPPORTED_PYSPARK = ">=3.5,<4.4"
+#: The oldest (major, minor) line supported, and the newest one tested.
+PYSPARK_OLDEST = (3, 5)
+PYSPARK_NEWEST_TESTED = (4, 3)
+#: PySpark 3.5 drives pyarrow up to this major version (exclusive) in applyInPandasWithState.
+PYSPARK35_PYARROW_BELOW = 20
+
+
+class UnsupportedVersionError(ImportError):
+    """The installed PySpark (or its pyarrow) is outside what interlace supports."""
+
+
+def _major_minor(version: str) -> tuple[int, int]:
+    parts = []
+    for piece in version.split(".")[:2]:
+        digits = "".join(ch for ch in piece if ch.isdigit())
+        parts.append(int(digits or 0))
+    while len(parts) < 2:
+        parts.append(0)
+    return parts[0], parts[1]
+
+
+def pyspark_version() -> str:
+    """The installed PySpark's version string."""
+    import pyspark
+
+    return str(pyspark.__version__)
+
+
+def require_supported_pyspark(
+    pyspark_ver: str | None = None, pyarrow_ver: str | None = None
+) -> None:
+    """Refuse a PySpark below the supported range, or a pyarrow its line cannot drive.
+
+    Raises :class:`UnsupportedVersionError` (an ``ImportError``) naming the installed version,
+    the supported range and the fix; warns once for a PySpark newer than the newest tested line.
+    Called when ``interlace`` is imported; the arguments are for tests.
+    """
+    if pyspark_ver is None:
+        pyspark_ver = pyspark_version()
+    if pyarrow_ver is None:
+        import pyarrow
+
+        pyarrow_ver = str(pyarrow.__version__)
+    line = _major_minor(pyspark_ver)
+    if line < PYSPARK_OLDEST:
+        msg = (
+            f"interlace needs PySpark {SUPPORTED_PYSPARK}; this environment has PySpark "
+            f"{pyspark_ver}. Its applyInPandasWithState and watermark behaviour differ from "
+            "what interlace's operators are built and tested on. Fix: pip install "
+            f"'pyspark{SUPPORTED_PYSPARK}' matching your cluster's Spark (docs/deploy.md, "
+            "\"PySpark lines\")."
+        )
+        raise UnsupportedVersionError(msg)
+    if line == (3, 5) and _major_minor(pyarrow_ver)[0] >= PYSPARK35_PYARROW_BELOW:
+        msg = (
+            f"PySpark {pyspark_ver} cannot drive pyarrow {pyarrow_ver} in "
+            "applyInPandasWithState (PySpark 3.5's own worker fails on every micro-batch). "
+            f"Fix: pip install 'pyarrow>=17,<{PYSPARK35_PYARROW_BELOW}' (the pyarrow of Spark "
+            "3.5 cluster images), or a PySpark from 4.0 (docs/deploy.md, \"PySpark lines\")."
+        )
+        raise UnsupportedVersionError(msg)
+    if line > PYSPARK_NEWEST_TESTED:
+        warnings.warn(
+            f"interlace is tested with PySpark {SUPPORTED_PYSPARK}; PySpark {pyspark_ver} is "
+            "newer and untested (docs/deploy.md, \"PySpark lines\")",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+
+
+@functools.cache
+def _to_arrow_type_takes_timezone() -> bool:
+    import inspect
+
+    from pyspark.sql.pandas.types import to_arrow_type
+
+    try:
+        return "timezone" in inspect.signature(to_arrow_type).parameters
+    except (TypeError, ValueError):  # no signature to read: assume the newest form
+        return True
+
+
+def spark_to_arrow_type(data_type: Any) -> pa.DataType:
+    """PySpark's Arrow type for a Spark ``data_type``, timestamps in UTC on every line.
+
+    Raises what PySpark raises for a type it has no Arrow form for (its error class differs by
+    line: ``TypeError``, ``PySparkTypeError``, ``PySparkNotImplementedError``).
+    """
+    from pyspark.sql.pandas.types import to_arrow_type
+
+    if _to_arrow_type_takes_timezone():
+        return to_arrow_type(data_type, timezone="UTC")
+    return to_arrow_type(data_type)  # before 4.3: TimestampType is UTC microseconds already
+
+
+@functools.cache
+def _to_pylist_takes_maps_as_pydicts() -> bool:
+    import pyarrow as pa
+
+    empty = pa.table({"x": pa.array([], pa.int8())})
+    try:
+        empty.to_pylist(maps_as_pydicts="lossy")
+    except TypeError:
+        return False
+    return True
+
+
+def to_pylist(table: pa.Table) -> list[dict[str, Any]]:
+    """``table``'s rows as dicts, map values as dicts (a repeated key: its last value wins)."""
+    if _to_pylist_takes_maps_as_pydicts():
+        return list(table.to_pylist(maps_as_pydicts="lossy"))
+    rows = table.to_pylist()
+    fields = [(f.name, f.type) for f in table.schema if _has_map(f.type)]
+    for row in rows:
+        for name, typ in fields:
+            row[name] = _maps_as_dicts(row[name], typ)
+    return rows
+
+
+def _has_map(t: pa.DataType) -> bool:
+    import pyarrow as pa
+
+    if pa.types.is_map(t):
+        return True
+    if pa.types.is_struct(t):
+        return any(_has_map(f.type) for f in t)
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        return _has_map(t.value_type)
+    return False
+
+
+def _maps_as_dicts(value: Any, t: pa.DataType) -> Any:
+    """``value`` (pyarrow's Python form of type ``t``) with each map's pairs as a dict."""
+    import pyarrow as pa
+
+    if value is None:
+        return None
+    if pa.types.is_map(t):
+        return {_maps_as_dicts(k, t.key_type): _maps_as_dicts(v, t.item_type) for k, v in value}
+    if pa.types.is_struct(t):
+        return {f.name: _maps_as_dicts(value[f.name], f.type) for f in t}
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        return [_maps_as_dicts(v, t.value_type) for v in value]
+    return value

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 from interlace.operators.common.arrow import i64
+from interlace.operators.common.compat import to_pylist
 from interlace.operators.common.deadletters import dead_letter
 from interlace.operators.common.keys import has_null_key, key_codes_across, may_match
 from interlace.operators.common.names import DEAD_LETTER_COLUMN
@@ -209,9 +210,7 @@ class _Out:
             return
         names = self.plan.left_names if side == LEFT else self.plan.right_names
         payload = self.plan.left_payload if side == LEFT else self.plan.right_payload
-        records = rows.select(payload.names).rename_columns(list(names)).to_pylist(
-            maps_as_pydicts="lossy"
-        )
+        records = to_pylist(rows.select(payload.names).rename_columns(list(names)))
         # A Python loop, off the hot path: it runs only over late rows under dlq.
         letters = [dead_letter(SIDE_NAMES[side], reason, self.wm_us, r) for r in records]
         cols = [pa.nulls(n, self.types[o.name]) for o in self.plan.outputs]

@@ -89,7 +89,10 @@ def paid_sessions_expected(p: Pipeline, batches: dict) -> tuple[object, list[dic
     return up, sorted((o.row for o in down.rows), key=lambda r: _key(r, names))
 
 
-@pytest.mark.parametrize("at_once", [False, True], ids=["file-per-batch", "all-at-once"])
+@pytest.mark.parametrize("at_once", [
+    # File per batch runs in the compatibility tier (.ci/compat) on every PySpark line.
+    pytest.param(False, id="file-per-batch", marks=pytest.mark.compat),
+    pytest.param(True, id="all-at-once")])
 def test_paid_sessions_equal_the_join_and_window_oracles_composed(spark, tmp_path, at_once):
     folder, batches, p = _setup(tmp_path, "paid_sessions.toml", at_once)
     run_here(spark, folder, "paid_sessions.toml")

@@ -193,6 +193,7 @@ def assert_dlq_join_tables(root: Path, want) -> None:
     assert len(letters) == 2
 
 
+@pytest.mark.compat  # the compatibility tier (.ci/compat): every supported PySpark line
 def test_run_join_pipeline_parquet_to_duckdb_with_dead_letters_equals_oracle(spark, tmp_path):
     log, want = dlq_join_case(tmp_path)
     progress = run_here(spark, tmp_path, "p.toml")

@@ -70,7 +70,10 @@ def assert_matches_oracle(result, log, spec, left, right):
 
 
 @pytest.mark.parametrize("how", list(HOWS))
-@pytest.mark.parametrize("one_per_batch", [True, False], ids=["one-per-batch", "all-in-one"])
+@pytest.mark.parametrize("one_per_batch", [
+    # This half runs in the compatibility tier (.ci/compat) on every PySpark line.
+    pytest.param(True, id="one-per-batch", marks=pytest.mark.compat),
+    pytest.param(False, id="all-in-one")])
 def test_seed003_foreign_key_table_matches_oracle_batch_by_batch(spark, how, one_per_batch,
                                                                  tmp_path):
     spec = ForeignKeyJoin(how=how, key_groups=3, **seed.FOREIGN_KEY_KWARGS)

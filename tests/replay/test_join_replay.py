@@ -52,7 +52,10 @@ def assert_matches_oracle(result, log, spec, columns_left, columns_right, policy
     return want
 
 
-@pytest.mark.parametrize("how", ["inner", "left", "right", "full", "left_semi", "left_anti"])
+# Two hows run in the compatibility tier (.ci/compat) on every supported PySpark line.
+@pytest.mark.parametrize("how", ["inner", pytest.param("left", marks=pytest.mark.compat), "right",
+                                 pytest.param("full", marks=pytest.mark.compat), "left_semi",
+                                 "left_anti"])
 def test_seed003_table_every_how_matches_oracle_batch_by_batch(spark, how, tmp_path):
     spec = Join(how=how, key_groups=4, **JOIN_KWARGS)
     log = build_log()
@@ -162,6 +165,7 @@ def test_late_rows_under_each_policy_match_oracle(spark, one_run_store, how, lat
         assert sum(want.late_dropped.values()) > 0
 
 
+@pytest.mark.compat  # the compatibility tier (.ci/compat): every supported PySpark line
 def test_restart_from_checkpoint_mid_log_gives_uninterrupted_output(spark, state_store, tmp_path):
     spec = Join(left_keys=["id"], right_keys=["id"], how="full", time_window_ms=4_000,
                 event_time_column="ts", key_groups=4)

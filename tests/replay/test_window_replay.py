@@ -86,11 +86,14 @@ def assert_matches_oracle(result, log, spec, columns=COLS, **oracle_kw):
 @pytest.mark.parametrize(
     ("kind", "late_data", "extra"),
     [
-        ("tumbling", "drop", {"duration_ms": 10_000}),
+        # One policy per kind runs in the compatibility tier (.ci/compat) on every PySpark line.
+        pytest.param("tumbling", "drop", {"duration_ms": 10_000}, marks=pytest.mark.compat),
         ("tumbling", "reopen", {"duration_ms": 10_000, "allowed_lateness_ms": 15_000}),
-        ("hopping", "dlq", {"duration_ms": 10_000, "hop_ms": 4_000}),
+        pytest.param("hopping", "dlq", {"duration_ms": 10_000, "hop_ms": 4_000},
+                     marks=pytest.mark.compat),
         ("session", "drop", {"gap_ms": 4_000}),
-        ("session", "reopen", {"gap_ms": 4_000, "allowed_lateness_ms": 20_000}),
+        pytest.param("session", "reopen", {"gap_ms": 4_000, "allowed_lateness_ms": 20_000},
+                     marks=pytest.mark.compat),
     ],
 )
 def test_every_kind_and_policy_matches_oracle(spark, one_run_store, kind, late_data, extra,

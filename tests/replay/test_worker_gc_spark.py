@@ -4,11 +4,13 @@ variable; the padding fast path installed."""
 from __future__ import annotations
 
 import pandas as pd
+import pytest
 from pyspark.sql import functions as F
 
 SCHEMA = "frozen long, env string, padding boolean"
 
 
+@pytest.mark.compat  # the compatibility tier (.ci/compat): every supported PySpark line
 def test_spark_workers_freeze_unless_turned_off(spark):
     def probe(pdf: pd.DataFrame) -> pd.DataFrame:
         import gc

@@ -15,6 +15,9 @@ import pytest
 from interlace.operators.common.worker import install_padding_fast_path
 from pandas.core.internals import concat as pandas_concat
 
+# Proves the fast path exact against the pandas of each PySpark line (.ci/compat).
+pytestmark = pytest.mark.compat
+
 
 def _state_rows(n: int) -> list[pd.DataFrame]:
     return [pd.DataFrame.from_dict({"properties": [b'{"timeoutMs": -1}'],

@@ -1,0 +1,107 @@
+"""The version differences of operators/common/compat.py, on whatever line this venv has."""
+
+from __future__ import annotations
+
+import warnings
+
+import pyarrow as pa
+import pyspark
+import pytest
+from pyspark.sql import types as T
+
+from interlace.operators.common import compat
+from interlace.operators.common.compat import (
+    UnsupportedVersionError,
+    require_supported_pyspark,
+    spark_to_arrow_type,
+    to_pylist,
+)
+from interlace.operators.common.checks import check_carried_types
+from interlace.operators.errors import ConfigError
+
+pytestmark = pytest.mark.compat
+
+
+@pytest.mark.parametrize("version", ["3.4.4", "3.3.0", "2.4.8", "3.4.0.dev0"])
+def test_a_pyspark_below_the_range_is_refused_naming_version_range_and_fix(version):
+    with pytest.raises(UnsupportedVersionError) as err:
+        require_supported_pyspark(version, "17.0.0")
+    text = str(err.value)
+    assert f"PySpark {version}" in text and ">=3.5,<4.4" in text and "pip install" in text
+
+
+@pytest.mark.parametrize("pyspark_ver,pyarrow_ver", [
+    ("3.5.9", "17.0.0"), ("3.5.0", "17.0.0"), ("4.0.5", "26.0.1"), ("4.3.0", "26.0.1"),
+    ("4.1.0.dev1", "21.0.0")])
+def test_supported_pairs_pass_without_warning(pyspark_ver, pyarrow_ver):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        require_supported_pyspark(pyspark_ver, pyarrow_ver)
+
+
+def test_pyspark_35_with_a_pyarrow_it_cannot_drive_is_refused_with_the_fix():
+    bad = f"{compat.PYSPARK35_PYARROW_BELOW}.0.0"
+    with pytest.raises(UnsupportedVersionError, match=rf"pyarrow>=17,<{compat.PYSPARK35_PYARROW_BELOW}"):
+        require_supported_pyspark("3.5.9", bad)
+
+
+def test_a_pyspark_newer_than_the_newest_tested_warns_once_and_works():
+    with pytest.warns(RuntimeWarning, match="PySpark 4.4.0 is newer and untested"):
+        require_supported_pyspark("4.4.0", "26.0.0")
+
+
+def test_the_installed_pyspark_is_supported():
+    require_supported_pyspark(pyspark.__version__, pa.__version__)
+
+
+@pytest.mark.parametrize("dt,expected", [
+    (T.TimestampType(), pa.timestamp("us", tz="UTC")),
+    (T.TimestampNTZType(), pa.timestamp("us")),
+    (T.StringType(), pa.string()),
+    (T.StructType([T.StructField("t", T.TimestampType())]),
+     pa.struct([pa.field("t", pa.timestamp("us", tz="UTC"))])),
+    (T.MapType(T.StringType(), T.LongType()),
+     pa.map_(pa.field("key", pa.string(), nullable=False), pa.field("value", pa.int64()))),
+], ids=str)
+def test_spark_to_arrow_type_gives_the_same_types_on_every_line(dt, expected):
+    assert spark_to_arrow_type(dt) == expected
+
+
+def test_a_string_column_is_never_a_type_error():
+    check_carried_types(T.StructType([T.StructField("k", T.StringType())]), "the left input")
+
+
+def test_a_type_pyspark_cannot_carry_names_the_pyspark_version_and_its_reason():
+    schema = T.StructType([T.StructField("span", T.YearMonthIntervalType())])
+    with pytest.raises(ConfigError) as err:
+        check_carried_types(schema, "the left input")
+    text = str(err.value)
+    assert f"PySpark {pyspark.__version__}" in text and "cast('string')" in text
+
+
+MAP_TABLE = pa.table({
+    "m": pa.array([[("a", 1), ("b", 2), ("a", 3)], None, []],
+                  pa.map_(pa.string(), pa.int64())),
+    "s": pa.array([{"x": [("k", {"y": [("z", 1.5)]})]}, {"x": None}, None],
+                  pa.struct([("x", pa.map_(pa.string(),
+                                           pa.struct([("y", pa.map_(pa.string(),
+                                                                    pa.float64()))])))])),
+    "l": pa.array([[[("p", 1)]], [None], None], pa.list_(pa.map_(pa.string(), pa.int8()))),
+    "i": pa.array([1, None, 3], pa.int64()),
+})
+EXPECTED = [
+    {"m": {"a": 3, "b": 2}, "s": {"x": {"k": {"y": {"z": 1.5}}}}, "l": [{"p": 1}], "i": 1},
+    {"m": None, "s": {"x": None}, "l": [None], "i": None},
+    {"m": {}, "s": None, "l": None, "i": 3},
+]
+
+
+@pytest.mark.filterwarnings("ignore:Encountered key")
+def test_to_pylist_gives_maps_as_dicts_last_value_winning():
+    assert to_pylist(MAP_TABLE) == EXPECTED
+
+
+@pytest.mark.filterwarnings("ignore:Encountered key")
+def test_to_pylist_fallback_matches_pyarrows_own_form(monkeypatch):
+    monkeypatch.setattr(compat, "_to_pylist_takes_maps_as_pydicts", lambda: False)
+    assert to_pylist(MAP_TABLE) == EXPECTED
