@@ -249,13 +249,13 @@ def _read_output(spark: Any, out_dir: str, schema: Any) -> list[tuple[int, dict[
 
 
 def _batch_info(progress: Mapping[str, Any], n_inputs: int) -> ReplayBatch:
-    import json
+    from interlace.operators.common.compat import progress_json, source_offset
 
+    progress = progress_json(progress)
     starts, ends = [], []
     for src in progress["sources"]:
         for key, acc in (("startOffset", starts), ("endOffset", ends)):
-            raw = src.get(key)
-            off = json.loads(raw) if isinstance(raw, str) else raw
+            off = source_offset(src.get(key))
             acc.append(-1 if off is None else int(off["logOffset"]))
     advanced = [e > s for s, e in zip(starts, ends, strict=True)]
     log_index = max(ends) if any(advanced) else None

@@ -15,6 +15,10 @@ Differences handled here:
 * ``pyarrow.Table.to_pylist(maps_as_pydicts=...)``: from pyarrow 18 (:func:`to_pylist`); before,
   maps come back as lists of ``(key, value)`` pairs and are turned into dicts here (the last
   value of a repeated key wins, as pyarrow's ``"lossy"``).
+* A query's progress: plain dicts (3.5), ``StreamingQueryProgress`` objects holding each
+  source's offsets as Python ``str()`` of a dict (4.0: ``"{'logOffset': 0}"``, ``"None"``) or as
+  JSON text (4.3). :func:`progress_json` reads each as Spark's own JSON, :func:`source_offset`
+  reads an offset.
 * PySpark 3.5's ``applyInPandasWithState`` serializer with pyarrow >= 20 fails inside PySpark's
   own worker (:func:`require_supported_pyspark` refuses the pair at import with the fix).
 """
@@ -42,6 +46,8 @@ __all__ = [
     "override",
     "pyspark_version",
     "require_supported_pyspark",
+    "progress_json",
+    "source_offset",
     "spark_to_arrow_type",
     "to_pylist",
 ]
@@ -192,3 +198,30 @@ def _maps_as_dicts(value: Any, t: pa.DataType) -> Any:
     if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
         return [_maps_as_dicts(v, t.value_type) for v in value]
     return value
+
+
+def progress_json(progress: Any) -> dict[str, Any]:
+    """A query progress (``recentProgress``'s items, ``lastProgress``) as Spark's own JSON data.
+
+    Through the progress object's ``json`` text where it has one (4.x), so that nested values
+    are JSON on every line; a plain dict (3.5) is returned as it is.
+    """
+    import json
+
+    text = getattr(progress, "json", None)
+    if isinstance(text, str):
+        return dict(json.loads(text))
+    return dict(progress)
+
+
+def source_offset(raw: Any) -> Any:
+    """A source's ``startOffset`` / ``endOffset`` from a query progress, as JSON data.
+
+    ``None`` where the source has none yet: PySpark 4.0's progress objects hold the text
+    ``"None"`` there, other lines ``None``; a JSON text is parsed, parsed data kept.
+    """
+    import json
+
+    if raw is None or raw in ("None", "null", ""):
+        return None
+    return json.loads(raw) if isinstance(raw, str) else raw

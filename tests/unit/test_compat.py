@@ -13,6 +13,7 @@ from interlace.operators.common import compat
 from interlace.operators.common.compat import (
     UnsupportedVersionError,
     require_supported_pyspark,
+    source_offset,
     spark_to_arrow_type,
     to_pylist,
 )
@@ -105,3 +106,21 @@ def test_to_pylist_gives_maps_as_dicts_last_value_winning():
 def test_to_pylist_fallback_matches_pyarrows_own_form(monkeypatch):
     monkeypatch.setattr(compat, "_to_pylist_takes_maps_as_pydicts", lambda: False)
     assert to_pylist(MAP_TABLE) == EXPECTED
+
+
+@pytest.mark.parametrize("raw,expected", [
+    (None, None), ("None", None), ("null", None), ('{"logOffset": 3}', {"logOffset": 3}),
+    ({"logOffset": 4}, {"logOffset": 4}), ("7", 7)])
+def test_source_offset_reads_every_lines_progress_form(raw, expected):
+    assert source_offset(raw) == expected
+
+
+def test_progress_json_reads_a_progress_object_through_its_json_text():
+    class Progress(dict):  # PySpark 4.0's form: str() of dicts inside, the JSON beside
+        json = '{"batchId": 3, "sources": [{"startOffset": {"logOffset": 0}, "endOffset": null}]}'
+
+    p = Progress(batchId=3, sources=[{"startOffset": "{'logOffset': 0}", "endOffset": "None"}])
+    got = compat.progress_json(p)
+    assert got["sources"][0]["startOffset"] == {"logOffset": 0}
+    assert source_offset(got["sources"][0]["endOffset"]) is None
+    assert compat.progress_json({"batchId": 1}) == {"batchId": 1}
