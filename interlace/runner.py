@@ -32,6 +32,7 @@ from interlace.idle_run import (
     without_heartbeats,
 )
 from interlace.metrics import rows_read_from
+from interlace.operators.common.compat import OBSERVED_ROWS, with_observed_input_rows
 from interlace.operators.common.idle import restore_held
 from interlace.operators.common.names import CLOCK_COLUMN, DEAD_LETTER_COLUMN, TICK_COLUMN
 from interlace.operators.common.pending import schedule_pending_no_data_batch
@@ -174,16 +175,19 @@ def build_query_input(
 
     frames = dict(frames or {})
     for src in pipeline.sources:
-        if src.name in frames:
+        if src.name in frames:  # a channel: its rows counted too (PySpark 3.5, see drain)
+            frames[src.name] = frames[src.name].observe(
+                f"src_{src.name}", F.count(F.lit(1)).alias(OBSERVED_ROWS))
             continue
         df = _read_source(spark, src, base)
-        observed = []
+        # Rows read, counted in the plan: PySpark 3.5's progress can report 0 for every file
+        # source (compat.with_observed_input_rows).
+        observed = [F.count(F.lit(1)).alias(OBSERVED_ROWS)]
         if src.event_time_column and src.event_time_column in df.columns:
             observed.append(F.max(src.event_time_column).alias("max_event_time"))
         if CORRUPT_RECORD in df.columns and _tracks_malformed(src):
             observed.append(F.count(CORRUPT_RECORD).alias("malformed"))
-        if observed:
-            df = df.observe(f"src_{src.name}", *observed)
+        df = df.observe(f"src_{src.name}", *observed)
         frames[src.name] = df
     if pipeline.join is not None:
         spec = with_idle_sources(pipeline)
@@ -330,6 +334,9 @@ class _StageQuery:
         self.max_event: dict[str, float] = {}
         self.dropped_before = 0  # the operator's drops up to the last batch reported
         self.source_rows = 0  # rows read from sources (not from channels)
+        # This batch's rows read from sources, counted in the plan, where Spark's progress
+        # reported none (PySpark 3.5): None where the progress has them.
+        self.counted: int | None = None
         self.query: Any = None
         self.out: Any = None
         self.channel_paths = {
@@ -499,6 +506,8 @@ class _StageQuery:
             if not p.get("stateOperators") and not int(p.get("numInputRows") or 0):
                 continue  # no batch ran (a rerun with no new data): nothing to report
             totals = dict(self.acc.value)
+            p, self.counted = with_observed_input_rows(
+                p, self.channel_paths.keys() if self.channel_paths else ())
             p = self._without_heartbeats(p)
             metrics.update_counters(totals, late_policy)
             metrics.update_progress(p, self.written.get(bid, 0))
@@ -554,6 +563,8 @@ class _StageQuery:
 
     def _source_rows(self, p: dict[str, Any]) -> int:
         """Rows read in one micro-batch from the pipeline's sources (not from channels)."""
+        if self.counted is not None:  # Spark reported no source's rows: the plan's counts
+            return self.counted
         if not self.channel_paths:
             return int(p.get("numInputRows") or 0)
         # Per source: ``p``'s sources still count the heartbeats its numInputRows leaves out.

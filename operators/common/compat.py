@@ -19,6 +19,12 @@ Differences handled here:
   source's offsets as Python ``str()`` of a dict (4.0: ``"{'logOffset': 0}"``, ``"None"``) or as
   JSON text (4.3). :func:`progress_json` reads each as Spark's own JSON, :func:`source_offset`
   reads an offset.
+* ``spark.conf.getAll``: from PySpark 4.0 (:func:`conf_items`); before, the settings come from
+  ``SET``.
+* Rows read per micro-batch: PySpark 3.5's progress reports 0 for every file source of a
+  plan whose leaves its ``ProgressReporter`` cannot pair with the sources (interlace's joins);
+  ``interlace run`` counts each source's rows in the plan too (``observe``, column
+  :data:`OBSERVED_ROWS`), and :func:`with_observed_input_rows` puts them in where Spark has none.
 * PySpark 3.5's ``applyInPandasWithState`` serializer with pyarrow >= 20 fails inside PySpark's
   own worker (:func:`require_supported_pyspark` refuses the pair at import with the fix).
 """
@@ -39,10 +45,12 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 __all__ = [
+    "OBSERVED_ROWS",
     "PYSPARK_NEWEST_TESTED",
     "PYSPARK_OLDEST",
     "SUPPORTED_PYSPARK",
     "UnsupportedVersionError",
+    "conf_items",
     "override",
     "pyspark_version",
     "require_supported_pyspark",
@@ -50,8 +58,11 @@ __all__ = [
     "source_offset",
     "spark_to_arrow_type",
     "to_pylist",
+    "with_observed_input_rows",
 ]
 
+#: The observed metric (in each ``src_<source>`` observation) counting the rows read.
+OBSERVED_ROWS = "rows"
 #: The PySpark range pyproject.toml declares, as users read it.
 SUPPORTED_PYSPARK = ">=3.5,<4.4"
 #: The oldest (major, minor) line supported, and the newest one tested.
@@ -225,3 +236,38 @@ def source_offset(raw: Any) -> Any:
     if raw is None or raw in ("None", "null", ""):
         return None
     return json.loads(raw) if isinstance(raw, str) else raw
+
+
+def conf_items(spark: Any) -> dict[str, str]:
+    """The session's runtime settings, as ``spark.conf.getAll`` gives them from PySpark 4.0."""
+    get_all = getattr(spark.conf, "getAll", None)
+    if get_all is not None:
+        return dict(get_all)
+    return {str(r[0]): str(r[1]) for r in spark.sql("SET").collect()}
+
+
+def with_observed_input_rows(
+    progress: Any, channels: Any = ()
+) -> tuple[Any, int | None]:
+    """``progress`` with ``numInputRows`` from the plan's own counts where Spark has none.
+
+    Each of a pipeline's inputs is observed as ``src_<name>`` with a row count
+    (:data:`OBSERVED_ROWS`). Where every source of the progress reports 0 rows but the counts
+    do not (PySpark 3.5, see the module's notes), returns the progress with ``numInputRows``
+    their sum, and the rows read from inputs not named in ``channels``; otherwise returns
+    ``progress`` unchanged and ``None``.
+    """
+    sources = progress.get("sources") or []
+    if any(int(s.get("numInputRows") or 0) for s in sources):
+        return progress, None
+    counts: dict[str, int] = {}
+    for name, row in (progress.get("observedMetrics") or {}).items():
+        if not str(name).startswith("src_") or row is None:
+            continue
+        fields = row.asDict() if hasattr(row, "asDict") else dict(row)
+        counts[str(name).removeprefix("src_")] = int(fields.get(OBSERVED_ROWS) or 0)
+    total = sum(counts.values())
+    if not total:
+        return progress, None
+    from_sources = sum(n for name, n in counts.items() if name not in set(channels))
+    return {**progress, "numInputRows": total}, from_sources

@@ -37,17 +37,18 @@ def run_here(spark, folder: Path, pipeline: str) -> str:
     """
     import io
 
+    from interlace.operators.common.compat import conf_items
     from interlace.preflight import preflight
     from interlace.runner import run_pipeline
 
     out = io.StringIO()
-    before = spark.conf.getAll
+    before = conf_items(spark)
     try:
         run_pipeline(preflight(folder / pipeline, base=folder), base=folder, spark=spark,
                      progress=out)
     finally:
         # The pipeline's [spark] settings (its state store, ...) leave the shared session.
-        after = spark.conf.getAll
+        after = conf_items(spark)
         for key in after.keys() - before.keys():
             spark.conf.unset(key)
         for key, value in before.items():

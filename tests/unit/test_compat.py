@@ -124,3 +124,19 @@ def test_progress_json_reads_a_progress_object_through_its_json_text():
     assert got["sources"][0]["startOffset"] == {"logOffset": 0}
     assert source_offset(got["sources"][0]["endOffset"]) is None
     assert compat.progress_json({"batchId": 1}) == {"batchId": 1}
+
+
+def test_observed_rows_stand_in_only_where_every_source_reports_none():
+    from pyspark.sql import Row
+
+    observed = {"src_orders": Row(max_event_time=None, rows=7), "src_up": {"rows": 5},
+                "other": {"rows": 100}}
+    spark35 = {"numInputRows": 0, "sources": [{"numInputRows": 0}, {"numInputRows": 0}],
+               "observedMetrics": observed}
+    got, from_sources = compat.with_observed_input_rows(spark35, channels=["up"])
+    assert got["numInputRows"] == 12 and from_sources == 7
+    spark4 = {**spark35, "numInputRows": 12, "sources": [{"numInputRows": 7},
+                                                          {"numInputRows": 5}]}
+    assert compat.with_observed_input_rows(spark4, ["up"]) == (spark4, None)
+    empty = {**spark35, "observedMetrics": {"src_orders": {"rows": 0}}}
+    assert compat.with_observed_input_rows(empty) == (empty, None)
