@@ -25,7 +25,7 @@ Differences handled here:
   plan whose leaves its ``ProgressReporter`` cannot pair with the sources (interlace's joins);
   ``interlace run`` counts each source's rows in the plan too (``observe``, column
   :data:`OBSERVED_ROWS`), and :func:`with_observed_input_rows` puts them in where Spark has none.
-* PySpark 3.5's ``applyInPandasWithState`` serializer with pyarrow >= 20 fails inside PySpark's
+* PySpark 3.5's ``applyInPandasWithState`` serializer with pyarrow >= 26 fails inside PySpark's
   own worker (:func:`require_supported_pyspark` refuses the pair at import with the fix).
 """
 
@@ -68,8 +68,10 @@ SUPPORTED_PYSPARK = ">=3.5,<4.4"
 #: The oldest (major, minor) line supported, and the newest one tested.
 PYSPARK_OLDEST = (3, 5)
 PYSPARK_NEWEST_TESTED = (4, 3)
-#: PySpark 3.5 drives pyarrow up to this major version (exclusive) in applyInPandasWithState.
-PYSPARK35_PYARROW_BELOW = 20
+#: PySpark 3.5 drives pyarrow up to this major version (exclusive) in applyInPandasWithState:
+#: 17.0.0, 18.1.0, 20.0.0, 22.0.0, 24.0.0 and 25.0.1 ran a stateful query, 26.0.1 failed in
+#: PySpark's worker ("'float' object cannot be interpreted as an integer"; 2026-11-28).
+PYSPARK35_PYARROW_BELOW = 26
 
 
 class UnsupportedVersionError(ImportError):

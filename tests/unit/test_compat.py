@@ -33,7 +33,7 @@ def test_a_pyspark_below_the_range_is_refused_naming_version_range_and_fix(versi
 
 @pytest.mark.parametrize("pyspark_ver,pyarrow_ver", [
     ("3.5.9", "17.0.0"), ("3.5.0", "17.0.0"), ("4.0.5", "26.0.1"), ("4.3.0", "26.0.1"),
-    ("4.1.0.dev1", "21.0.0")])
+    ("4.1.0.dev1", "21.0.0"), ("3.5.9", "25.0.1")])
 def test_supported_pairs_pass_without_warning(pyspark_ver, pyarrow_ver):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
