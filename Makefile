@@ -1,6 +1,7 @@
 # Two commands on a fresh machine (Python 3.11 and Java 17 present):
 #   make demo   - install into .venv and run the demo job on local Spark into DuckDB
 #   make test   - install into .venv (with test extras) and run the whole test suite
+# (make compat runs the compatibility tier: the older PySpark lines, .ci/compat)
 PYTHON ?= python3
 VENV ?= .venv
 # The lint tools (ruff, mypy) get an environment of their own: the venv the demo and the tests
@@ -13,7 +14,7 @@ $(VENV)/.installed: pyproject.toml
 	$(VENV)/bin/pip install --quiet -e '.[test]'
 	touch $@
 
-.PHONY: demo test bench curves lint wheel
+.PHONY: demo test compat bench curves lint wheel
 demo: $(VENV)/.installed
 	$(VENV)/bin/interlace demo
 
@@ -23,6 +24,13 @@ demo: $(VENV)/.installed
 TEST_WORKERS ?= 2
 test: $(VENV)/.installed
 	$(VENV)/bin/pytest $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
+
+# The compatibility tier (.ci/compat): the tests marked `compat` on each older PySpark line of
+# .ci/compat-lines, each in a venv of that line's cluster-image packages (kept in
+# ~/.cache/interlace-compat). COMPAT_LINES='3.5 4.0' for some lines; ~4 min a line on 2 cores.
+COMPAT_LINES ?=
+compat:
+	bash .ci/compat $(COMPAT_LINES)
 
 # The whole benchmark (bench/run.py: every workload of bench/harness's registry, native vs
 # interlace, HDFS and RocksDB state stores) -> bench/results/<date>-full.md and .json. 70 min
