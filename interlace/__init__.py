@@ -16,12 +16,13 @@ if _importlib_util.find_spec("interlace.operators") is None:  # pragma: no cover
         "that maps operators/ and state/ into it (the working directory shadows the installed "
         "package): run from another directory, or install the checkout with `pip install -e .`"
     )
+else:
+    # A PySpark below the supported range (or PySpark 3.5 beside a pyarrow it cannot drive) is
+    # refused before anything else is imported, naming the installed version, the range and
+    # the fix.
+    from interlace.operators.common.compat import require_supported_pyspark
 
-# A PySpark below the supported range (or PySpark 3.5 beside a pyarrow it cannot drive) is
-# refused here, naming the installed version, the range and the fix.
-from interlace.operators.common.compat import require_supported_pyspark as _require_supported
-
-_require_supported()
+    require_supported_pyspark()
 
 from interlace.operators import (
     Aggregation,

@@ -111,6 +111,7 @@ class ReplayResult:
 def _arrow_schema(schema: Any) -> Any:
     import pyarrow as pa
     from pyspark.sql import types as T
+
     from interlace.operators.common.compat import spark_to_arrow_type
 
     fields = []

@@ -12,9 +12,9 @@ Differences handled here:
 * ``pyspark.sql.pandas.types.to_arrow_type``: takes ``timezone=`` from PySpark 4.3 only
   (:func:`spark_to_arrow_type`). Before it, a ``TimestampType`` maps to UTC microseconds, the
   same type 4.3 gives for ``timezone="UTC"``.
-* ``pyarrow.Table.to_pylist(maps_as_pydicts=...)``: from pyarrow 18 (:func:`to_pylist`); before,
-  maps come back as lists of ``(key, value)`` pairs and are turned into dicts here (the last
-  value of a repeated key wins, as pyarrow's ``"lossy"``).
+* ``pyarrow.Table.to_pylist(maps_as_pydicts=...)``: missing in pyarrow 17, and pyarrow 21 leaves
+  maps nested in a map's values as pairs: :func:`to_pylist` turns every map into a dict itself
+  (the last value of a repeated key wins, as pyarrow's ``"lossy"``).
 * A query's progress: plain dicts (3.5), ``StreamingQueryProgress`` objects holding each
   source's offsets as Python ``str()`` of a dict (4.0: ``"{'logOffset': 0}"``, ``"None"``) or as
   JSON text (4.3). :func:`progress_json` reads each as Spark's own JSON, :func:`source_offset`
@@ -162,23 +162,14 @@ def spark_to_arrow_type(data_type: Any) -> pa.DataType:
     return to_arrow_type(data_type)  # before 4.3: TimestampType is UTC microseconds already
 
 
-@functools.cache
-def _to_pylist_takes_maps_as_pydicts() -> bool:
-    import pyarrow as pa
-
-    empty = pa.table({"x": pa.array([], pa.int8())})
-    try:
-        empty.to_pylist(maps_as_pydicts="lossy")
-    except TypeError:
-        return False
-    return True
-
-
 def to_pylist(table: pa.Table) -> list[dict[str, Any]]:
-    """``table``'s rows as dicts, map values as dicts (a repeated key: its last value wins)."""
-    if _to_pylist_takes_maps_as_pydicts():
-        return list(table.to_pylist(maps_as_pydicts="lossy"))
-    rows = table.to_pylist()
+    """``table``'s rows as dicts, map values as dicts (a repeated key: its last value wins).
+
+    Converted here rather than by pyarrow's ``maps_as_pydicts``: pyarrow 17 lacks it, and
+    pyarrow 21 leaves a map inside a struct inside a map's values as ``(key, value)`` pairs
+    (2026-11-28), so the result would differ by line. Off the hot path (dead letters only).
+    """
+    rows: list[dict[str, Any]] = table.to_pylist()
     fields = [(f.name, f.type) for f in table.schema if _has_map(f.type)]
     for row in rows:
         for name, typ in fields:
