@@ -26,7 +26,8 @@ Differences handled here:
   ``interlace run`` counts each source's rows in the plan too (``observe``, column
   :data:`OBSERVED_ROWS`), and :func:`with_observed_input_rows` puts them in where Spark has none.
 * PySpark 3.5's ``applyInPandasWithState`` serializer with pyarrow >= 26 fails inside PySpark's
-  own worker (:func:`require_supported_pyspark` refuses the pair at import with the fix).
+  own worker, and its Arrow code imports ``distutils`` (gone from Python 3.12 unless setuptools
+  provides it): :func:`require_supported_pyspark` refuses both at import with the fix.
 """
 
 from __future__ import annotations
@@ -96,7 +97,9 @@ def pyspark_version() -> str:
 
 
 def require_supported_pyspark(
-    pyspark_ver: str | None = None, pyarrow_ver: str | None = None
+    pyspark_ver: str | None = None,
+    pyarrow_ver: str | None = None,
+    has_distutils: bool | None = None,
 ) -> None:
     """Refuse a PySpark below the supported range, or a pyarrow its line cannot drive.
 
@@ -128,6 +131,20 @@ def require_supported_pyspark(
             "3.5 cluster images), or a PySpark from 4.0 (docs/deploy.md, \"PySpark lines\")."
         )
         raise UnsupportedVersionError(msg)
+    if line == (3, 5):
+        if has_distutils is None:
+            import importlib.util
+
+            has_distutils = importlib.util.find_spec("distutils") is not None
+        if not has_distutils:
+            msg = (
+                f"PySpark {pyspark_ver}'s Arrow code imports distutils, which Python "
+                f"{sys.version_info.major}.{sys.version_info.minor} no longer ships: every "
+                "applyInPandasWithState query would fail. Fix: pip install setuptools (it "
+                "provides distutils), or use Python <= 3.11, or PySpark from 4.0 "
+                "(docs/deploy.md, \"PySpark lines\")."
+            )
+            raise UnsupportedVersionError(msg)
     if line > PYSPARK_NEWEST_TESTED:
         warnings.warn(
             f"interlace is tested with PySpark {SUPPORTED_PYSPARK}; PySpark {pyspark_ver} is "

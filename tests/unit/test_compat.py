@@ -46,6 +46,13 @@ def test_pyspark_35_with_a_pyarrow_it_cannot_drive_is_refused_with_the_fix():
         require_supported_pyspark("3.5.9", bad)
 
 
+def test_pyspark_35_without_distutils_is_refused_naming_setuptools():
+    with pytest.raises(UnsupportedVersionError, match=r"pip install setuptools"):
+        require_supported_pyspark("3.5.9", "17.0.0", has_distutils=False)
+    require_supported_pyspark("3.5.9", "17.0.0", has_distutils=True)
+    require_supported_pyspark("4.0.5", "19.0.1", has_distutils=False)  # 4.x needs none
+
+
 def test_a_pyspark_newer_than_the_newest_tested_warns_once_and_works():
     with pytest.warns(RuntimeWarning, match="PySpark 4.4.0 is newer and untested"):
         require_supported_pyspark("4.4.0", "26.0.0")
