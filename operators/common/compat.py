@@ -25,6 +25,11 @@ Differences handled here:
   plan whose leaves its ``ProgressReporter`` cannot pair with the sources (interlace's joins);
   ``interlace run`` counts each source's rows in the plan too (``observe``, column
   :data:`OBSERVED_ROWS`), and :func:`with_observed_input_rows` puts them in where Spark has none.
+* PySpark 4.0 and 4.1's Python workers call ``importlib.invalidate_caches()`` at every task
+  (``setup_spark_files``), which on Python 3.10+ re-reads the directory of every zip on
+  ``sys.path`` (``pyspark.zip``, py4j's): from 4.2 they call it only when the task added a path.
+  :func:`pyspark_invalidates_import_caches_every_task` tells which kind this PySpark is
+  (``operators/common/worker.py`` then does what 4.2 does).
 * PySpark 3.5's ``applyInPandasWithState`` serializer with pyarrow >= 26 fails inside PySpark's
   own worker, and its Arrow code imports ``distutils`` (gone from Python 3.12 unless setuptools
   provides it): :func:`require_supported_pyspark` refuses both at import with the fix.
@@ -53,6 +58,7 @@ __all__ = [
     "UnsupportedVersionError",
     "conf_items",
     "override",
+    "pyspark_invalidates_import_caches_every_task",
     "pyspark_version",
     "require_supported_pyspark",
     "progress_json",
@@ -281,3 +287,20 @@ def with_observed_input_rows(
         return progress, None
     from_sources = sum(n for name, n in counts.items() if name not in set(channels))
     return {**progress, "numInputRows": total}, from_sources
+
+
+def pyspark_invalidates_import_caches_every_task() -> bool:
+    """Whether this PySpark's workers invalidate the import caches at every task.
+
+    Read off ``pyspark.worker_util.setup_spark_files`` itself: it calls
+    ``importlib.invalidate_caches`` and keeps no ``path_changed`` flag (4.0, 4.1). False where
+    the function is missing (3.5 sets the paths up elsewhere) or guarded (4.2+).
+    """
+    try:
+        from pyspark.worker_util import setup_spark_files
+    except ImportError:
+        return False
+    code = getattr(setup_spark_files, "__code__", None)
+    if code is None:
+        return False
+    return "invalidate_caches" in code.co_names and "path_changed" not in code.co_varnames

@@ -19,9 +19,11 @@ from typing import Any
 from interlace.operators.errors import ConfigError
 
 __all__ = [
+    "IMPORT_CACHE_FAST_PATH_ENV",
     "PADDING_FAST_PATH_ENV",
     "PYSPARK_PADDING_WARNING",
     "WORKER_GC_FREEZE_ENV",
+    "install_import_cache_fast_path",
     "install_padding_fast_path",
     "guard_source_checkout",
     "prepare_worker",
@@ -34,6 +36,10 @@ WORKER_GC_FREEZE_ENV = "INTERLACE_WORKER_GC_FREEZE"
 #: (:func:`install_padding_fast_path`). On a cluster:
 #: ``spark.executorEnv.INTERLACE_WORKER_PADDING_FAST_PATH=0``.
 PADDING_FAST_PATH_ENV = "INTERLACE_WORKER_PADDING_FAST_PATH"
+#: Environment variable of the Python workers: ``0`` leaves ``importlib.invalidate_caches`` as
+#: it is (:func:`install_import_cache_fast_path`). On a cluster:
+#: ``spark.executorEnv.INTERLACE_WORKER_IMPORT_CACHE_FAST_PATH=0``.
+IMPORT_CACHE_FAST_PATH_ENV = "INTERLACE_WORKER_IMPORT_CACHE_FAST_PATH"
 #: The pandas 2.x deprecation PySpark's own ``applyInPandasWithState`` worker code triggers.
 PYSPARK_PADDING_WARNING = "The behavior of DataFrame concatenation with empty or all-NA entries"
 _worker_prepared = False
@@ -55,6 +61,9 @@ def prepare_worker() -> bool:
 
     **The padding.** :func:`install_padding_fast_path`, unless the environment variable
     ``INTERLACE_WORKER_PADDING_FAST_PATH`` is ``0``.
+
+    **The import caches.** :func:`install_import_cache_fast_path` on PySpark 4.0 and 4.1, unless
+    the environment variable ``INTERLACE_WORKER_IMPORT_CACHE_FAST_PATH`` is ``0``.
 
     **The warning.** Also ignore the FutureWarning PySpark's padding triggers.
     PySpark 4.3's ``applyInPandasWithState`` worker (``construct_record_batch`` in
@@ -81,6 +90,8 @@ def prepare_worker() -> bool:
         gc.freeze()
     if os.environ.get(PADDING_FAST_PATH_ENV) != "0":
         install_padding_fast_path()
+    if os.environ.get(IMPORT_CACHE_FAST_PATH_ENV) != "0":
+        install_import_cache_fast_path()
     warnings.filterwarnings("ignore", message=PYSPARK_PADDING_WARNING, category=FutureWarning)
     return frozen
 
@@ -127,6 +138,47 @@ def install_padding_fast_path() -> bool:
     _is_valid_na_for.__wrapped__ = original  # type: ignore[attr-defined]
     _is_valid_na_for.__doc__ = original.__doc__
     unit._is_valid_na_for = _is_valid_na_for  # type: ignore[union-attr]
+    return True
+
+
+def install_import_cache_fast_path(force: bool = False) -> bool:
+    """Invalidate the import caches only when ``sys.path`` changed, as PySpark 4.2+ does.
+
+    PySpark 4.0 and 4.1's workers call ``importlib.invalidate_caches()`` at the start of every
+    task (``setup_spark_files`` in ``pyspark/worker_util.py``). On Python 3.10+ that makes
+    every ``zipimporter`` on ``sys.path`` re-read its zip's directory (``pyspark.zip``, py4j's):
+    on the hopping window benchmark, 81 % of the Python workers' samples (py-spy), half their
+    CPU, and interlace at 0.87-0.95x native instead of 2.1x on 4.2 (docs/deploy.md, "PySpark
+    lines"). PySpark 4.2 calls it only when the task added a path (``path_changed``); the
+    replacement does the same: it calls the original when ``sys.path`` differs from what it was
+    at the last call, and otherwise returns at once. A file added to a folder already on the
+    path is still found: the path finders notice a folder's new modification time themselves.
+
+    Installed once per process, only where this PySpark invalidates at every task
+    (:func:`interlace.operators.common.compat.pyspark_invalidates_import_caches_every_task`;
+    ``force`` for tests). Returns whether it installed it now.
+    """
+    import importlib
+
+    from interlace.operators.common.compat import pyspark_invalidates_import_caches_every_task
+
+    original = importlib.invalidate_caches
+    if getattr(original, "_interlace", False):
+        return False
+    if not (force or pyspark_invalidates_import_caches_every_task()):
+        return False
+    seen = [tuple(sys.path)]
+
+    def invalidate_caches() -> None:
+        path = tuple(sys.path)
+        if path != seen[0]:
+            seen[0] = path
+            original()
+
+    invalidate_caches._interlace = True  # type: ignore[attr-defined]
+    invalidate_caches.__wrapped__ = original  # type: ignore[attr-defined]
+    invalidate_caches.__doc__ = original.__doc__
+    importlib.invalidate_caches = invalidate_caches
     return True
 
 

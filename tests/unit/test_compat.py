@@ -150,3 +150,43 @@ def test_observed_rows_stand_in_only_where_every_source_reports_none():
     assert compat.with_observed_input_rows(spark4, ["up"]) == (spark4, None)
     empty = {**spark35, "observedMetrics": {"src_orders": {"rows": 0}}}
     assert compat.with_observed_input_rows(empty) == (empty, None)
+
+
+def test_import_caches_are_invalidated_every_task_exactly_on_pyspark_40_and_41():
+    line = tuple(int(x) for x in pyspark.__version__.split(".")[:2])
+    assert compat.pyspark_invalidates_import_caches_every_task() == (line in {(4, 0), (4, 1)})
+
+
+def test_the_import_cache_fast_path_invalidates_only_when_sys_path_changed(monkeypatch):
+    import importlib
+    import sys
+
+    from interlace.operators.common.worker import install_import_cache_fast_path
+
+    calls = []
+    monkeypatch.setattr(importlib, "invalidate_caches", lambda: calls.append(1))
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    assert install_import_cache_fast_path(force=True)
+    assert not install_import_cache_fast_path(force=True)  # once per process
+    importlib.invalidate_caches()
+    importlib.invalidate_caches()
+    assert calls == []  # as PySpark 4.2+: nothing added, nothing invalidated
+    sys.path.append("/nonexistent/added-by-a-task")
+    importlib.invalidate_caches()
+    assert calls == [1]
+    importlib.invalidate_caches()
+    assert calls == [1]
+    sys.path.remove("/nonexistent/added-by-a-task")
+    importlib.invalidate_caches()
+    assert calls == [1, 1]
+
+
+def test_the_import_cache_fast_path_is_not_installed_where_pyspark_guards_itself(monkeypatch):
+    import importlib
+
+    from interlace.operators.common.worker import install_import_cache_fast_path
+
+    monkeypatch.setattr(importlib, "invalidate_caches", lambda: None)
+    monkeypatch.setattr(compat, "pyspark_invalidates_import_caches_every_task", lambda: False)
+    assert not install_import_cache_fast_path()
+    assert not getattr(importlib.invalidate_caches, "_interlace", False)
