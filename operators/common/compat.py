@@ -25,9 +25,10 @@ Differences handled here:
   plan whose leaves its ``ProgressReporter`` cannot pair with the sources (interlace's joins);
   ``interlace run`` counts each source's rows in the plan too (``observe``, column
   :data:`OBSERVED_ROWS`), and :func:`with_observed_input_rows` puts them in where Spark has none.
-* PySpark 4.0 and 4.1's Python workers call ``importlib.invalidate_caches()`` at every task
-  (``setup_spark_files``), which on Python 3.10+ re-reads the directory of every zip on
-  ``sys.path`` (``pyspark.zip``, py4j's): from 4.2 they call it only when the task added a path.
+* PySpark 3.5, 4.0 and 4.1's Python workers call ``importlib.invalidate_caches()`` at every
+  task (``setup_spark_files``; in 3.5 ``worker.main``), which on Python 3.10+ re-reads the
+  directory of every zip on ``sys.path`` (``pyspark.zip``, py4j's): from 4.2 they call it only
+  when the task added a path.
   :func:`pyspark_invalidates_import_caches_every_task` tells which kind this PySpark is
   (``operators/common/worker.py`` then does what 4.2 does).
 * PySpark 3.5's ``applyInPandasWithState`` serializer with pyarrow >= 26 fails inside PySpark's
@@ -292,15 +293,40 @@ def with_observed_input_rows(
 def pyspark_invalidates_import_caches_every_task() -> bool:
     """Whether this PySpark's workers invalidate the import caches at every task.
 
-    Read off ``pyspark.worker_util.setup_spark_files`` itself: it calls
-    ``importlib.invalidate_caches`` and keeps no ``path_changed`` flag (4.0, 4.1). False where
-    the function is missing (3.5 sets the paths up elsewhere) or guarded (4.2+).
+    Read off the function that sets a task's paths up (``pyspark.worker_util.
+    setup_spark_files`` from 4.0, ``pyspark.worker.main`` in 3.5), without running or importing
+    it: it calls ``importlib.invalidate_caches`` and keeps no ``path_changed`` flag (3.5, 4.0,
+    4.1). False where it keeps one (4.2+) or where neither function is found.
     """
-    try:
-        from pyspark.worker_util import setup_spark_files
-    except ImportError:
-        return False
-    code = getattr(setup_spark_files, "__code__", None)
+    code = _function_code("pyspark.worker_util", "setup_spark_files") or _function_code(
+        "pyspark.worker", "main"
+    )
     if code is None:
         return False
     return "invalidate_caches" in code.co_names and "path_changed" not in code.co_varnames
+
+
+def _function_code(module: str, name: str) -> Any:
+    """The code object of ``module.name``: from the loaded module, or compiled from its source.
+
+    Compiled, not imported: importing ``pyspark.worker`` outside a worker would make this
+    process look like one (:func:`interlace.operators.common.worker.prepare_worker`).
+    """
+    import importlib.util
+    import types
+    from pathlib import Path
+
+    loaded = sys.modules.get(module)
+    if loaded is not None:
+        return getattr(getattr(loaded, name, None), "__code__", None)
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.origin or not spec.origin.endswith(".py"):
+        return None
+    source = Path(spec.origin).read_text(encoding="utf-8")
+    for const in compile(source, spec.origin, "exec").co_consts:
+        if isinstance(const, types.CodeType) and const.co_name == name:
+            return const
+    return None

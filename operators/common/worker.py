@@ -62,7 +62,7 @@ def prepare_worker() -> bool:
     **The padding.** :func:`install_padding_fast_path`, unless the environment variable
     ``INTERLACE_WORKER_PADDING_FAST_PATH`` is ``0``.
 
-    **The import caches.** :func:`install_import_cache_fast_path` on PySpark 4.0 and 4.1, unless
+    **The import caches.** :func:`install_import_cache_fast_path` on PySpark 3.5, 4.0 and 4.1, unless
     the environment variable ``INTERLACE_WORKER_IMPORT_CACHE_FAST_PATH`` is ``0``.
 
     **The warning.** Also ignore the FutureWarning PySpark's padding triggers.
@@ -144,8 +144,9 @@ def install_padding_fast_path() -> bool:
 def install_import_cache_fast_path(force: bool = False) -> bool:
     """Invalidate the import caches only when ``sys.path`` changed, as PySpark 4.2+ does.
 
-    PySpark 4.0 and 4.1's workers call ``importlib.invalidate_caches()`` at the start of every
-    task (``setup_spark_files`` in ``pyspark/worker_util.py``). On Python 3.10+ that makes
+    PySpark 3.5, 4.0 and 4.1's workers call ``importlib.invalidate_caches()`` at the start of
+    every task (``setup_spark_files`` in ``pyspark/worker_util.py``; ``main`` in 3.5's
+    ``pyspark/worker.py``). On Python 3.10+ that makes
     every ``zipimporter`` on ``sys.path`` re-read its zip's directory (``pyspark.zip``, py4j's):
     on the hopping window benchmark, 81 % of the Python workers' samples (py-spy), half their
     CPU, and interlace at 0.87-0.95x native instead of 2.1x on 4.2 (docs/deploy.md, "PySpark

@@ -152,9 +152,15 @@ def test_observed_rows_stand_in_only_where_every_source_reports_none():
     assert compat.with_observed_input_rows(empty) == (empty, None)
 
 
-def test_import_caches_are_invalidated_every_task_exactly_on_pyspark_40_and_41():
+def test_import_caches_are_invalidated_every_task_exactly_on_pyspark_35_40_and_41():
+    import sys
+
     line = tuple(int(x) for x in pyspark.__version__.split(".")[:2])
-    assert compat.pyspark_invalidates_import_caches_every_task() == (line in {(4, 0), (4, 1)})
+    assert compat.pyspark_invalidates_import_caches_every_task() == (
+        line in {(3, 5), (4, 0), (4, 1)})
+    # Read without importing PySpark's worker module (that would make this process look like
+    # a worker to prepare_worker).
+    assert "pyspark.worker" not in sys.modules
 
 
 def test_the_import_cache_fast_path_invalidates_only_when_sys_path_changed(monkeypatch):
