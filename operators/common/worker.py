@@ -150,8 +150,8 @@ def install_import_cache_fast_path(force: bool = False) -> bool:
     every ``zipimporter`` on ``sys.path`` re-read its zip's directory (``pyspark.zip``, py4j's):
     on the hopping window benchmark under 4.0, 81 % of the Python workers' samples (py-spy),
     and interlace at 0.87-0.95x native on 4.0 / 4.1 instead of 2.1x on 4.2 (docs/performance.md,
-    "Per PySpark line"). PySpark 4.2 calls it only when the task added a path (``path_changed``); the
-    replacement does the same: it calls the original when ``sys.path`` differs from what it was
+    "Per PySpark line"). PySpark 4.2 calls it only when the task added a path
+    (``path_changed``); the replacement does the same: it calls the original when ``sys.path`` differs from what it was
     at the last call, and otherwise returns at once. A file added to a folder already on the
     path is still found: the path finders notice a folder's new modification time themselves.
 
