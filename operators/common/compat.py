@@ -314,19 +314,20 @@ def _function_code(module: str, name: str) -> Any:
     """
     import importlib.util
     import types
-    from pathlib import Path
 
     loaded = sys.modules.get(module)
     if loaded is not None:
         return getattr(getattr(loaded, name, None), "__code__", None)
     try:
         spec = importlib.util.find_spec(module)
-    except (ImportError, ValueError):
+        # Through the loader: Spark's workers import PySpark from pyspark.zip (zipimport).
+        source = spec.loader.get_source(module) if spec and spec.loader else None  # type: ignore[attr-defined]
+        if not source:
+            return None
+        code = compile(source, spec.origin or module, "exec")  # type: ignore[union-attr]
+    except Exception:  # noqa: BLE001 (no source, or one this Python cannot compile)
         return None
-    if spec is None or not spec.origin or not spec.origin.endswith(".py"):
-        return None
-    source = Path(spec.origin).read_text(encoding="utf-8")
-    for const in compile(source, spec.origin, "exec").co_consts:
+    for const in code.co_consts:
         if isinstance(const, types.CodeType) and const.co_name == name:
             return const
     return None
