@@ -148,8 +148,8 @@ def install_import_cache_fast_path(force: bool = False) -> bool:
     every task (``setup_spark_files`` in ``pyspark/worker_util.py``; ``main`` in 3.5's
     ``pyspark/worker.py``). On Python 3.10+ that makes every ``zipimporter`` on ``sys.path``
     re-read its zip's directory (``pyspark.zip``, py4j's): on the hopping window benchmark
-    under 4.0, 81 % of the Python workers' samples (py-spy), and interlace at 0.87-0.95x native
-    on 4.0 / 4.1 instead of 2.1x on 4.2 (docs/performance.md, "Per PySpark line"). PySpark 4.2
+    under 4.0, 81 % of the Python workers' samples (py-spy), and interlace at 0.87-1.46x native
+    on 3.5 / 4.0 / 4.1 instead of 2.1x on 4.2 (docs/performance.md, "Per PySpark line"). PySpark 4.2
     calls it only when the task added a path (``path_changed``); the replacement does the
     same: it calls the original when ``sys.path`` differs from what it was at the last call,
     and otherwise returns at once. A file added to a folder already on the path is still
