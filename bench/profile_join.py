@@ -50,7 +50,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import join_variants  # noqa: E402
 from harness.data import T0_US  # noqa: E402
-from harness.registry import Size, load  # noqa: E402
+from harness.registry import Size  # noqa: E402
+from harness.workloads import load  # noqa: E402
 from interlace.operators import join as J  # noqa: E402
 from interlace.state.buffers import JoinBuffers, decode_join_state, encode_join_state  # noqa: E402
 

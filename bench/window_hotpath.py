@@ -36,7 +36,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from harness import windows as hw
-from harness.registry import Size, load
+from harness.registry import Size
+from harness.workloads import load
 
 
 def _plan(kind: hw.Kind, key_groups: int) -> Any:

@@ -28,7 +28,8 @@ from harness import report
 from harness import run as hrun
 from harness import spark as hspark
 from harness.compare import Check, auto_normalize, same_rows
-from harness.registry import REGISTRY, Context, Engine, Size, Workload, load, select
+from harness.registry import REGISTRY, Context, Engine, Size, Workload
+from harness.workloads import load, select
 
 HERE = Path(__file__).resolve().parent.parent
 #: A cell whose run took longer is not repeated; a verification run that long is the cell's

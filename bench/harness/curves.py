@@ -42,7 +42,8 @@ import numpy as np
 from harness import report
 from harness import spark as hspark
 from harness.cli import HERE, Bench, plan_engines, timed_failures
-from harness.registry import Size, Workload, select
+from harness.registry import Size, Workload
+from harness.workloads import select
 from harness.run import RunResult
 
 ROOT = HERE.parent  # the repository (HERE is bench/)

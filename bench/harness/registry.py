@@ -4,14 +4,16 @@ A :class:`Workload` says how to make its data (deterministically, from a seed), 
 it as Parquet inputs, which engines run on it (Spark's native operator(s), interlace, and the
 optional extras: the no-op floor, other ``key_groups``, shim variants) and how to verify
 their collected outputs (:mod:`harness.compare`). The family modules (:mod:`harness.joins`,
-:mod:`harness.windows`, :mod:`harness.tables`) define and register theirs at import.
+:mod:`harness.windows`, :mod:`harness.tables`) define and register theirs at import; this
+module holds only the types and :func:`register` and imports none of them (no import circle):
+:mod:`harness.workloads` imports the family modules and answers :func:`~harness.workloads.load`
+and :func:`~harness.workloads.select`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import fnmatch
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -143,28 +145,3 @@ def register(w: Workload) -> Workload:
         raise ValueError(msg)
     REGISTRY[w.name] = w
     return w
-
-
-def load() -> dict[str, Workload]:
-    """Import the family modules (which register their workloads) and return the registry."""
-    from harness import joins, tables, windows  # noqa: F401 - registration on import
-
-    order = sorted(REGISTRY.values(), key=lambda w: FAMILIES.index(w.family))
-    return {w.name: w for w in order}
-
-
-def select(patterns: Sequence[str]) -> list[Workload]:
-    """Workloads matching any of ``patterns`` (names or globs, ``join-*``), in registry order.
-
-    Raises ``ValueError`` naming a pattern that matches nothing.
-    """
-    reg = load()
-    chosen: list[str] = []
-    for pat in patterns:
-        hits = [n for n in reg if reg[n].family == pat or (
-            fnmatch.fnmatchcase(n, pat) and (reg[n].in_full or n == pat))]
-        if not hits:
-            msg = f"no workload matches {pat!r}; registered: {', '.join(reg)}"
-            raise ValueError(msg)
-        chosen += [h for h in hits if h not in chosen]
-    return [reg[n] for n in reg if n in chosen]

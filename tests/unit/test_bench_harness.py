@@ -15,7 +15,8 @@ if str(BENCH) not in sys.path:
     sys.path.insert(0, str(BENCH))
 
 from harness import cli, curves, joins, report, spark, tables, windows  # noqa: E402
-from harness.registry import Size, load, select  # noqa: E402
+from harness.registry import Size  # noqa: E402
+from harness.workloads import load, select  # noqa: E402
 from harness.run import RunResult, state_of, watermark_ms  # noqa: E402
 
 REGISTRY = load()
