@@ -32,15 +32,16 @@ COMPAT_LINES ?=
 compat:
 	bash .ci/compat $(COMPAT_LINES)
 
-# The whole benchmark (bench/run.py: every workload of bench/harness's registry, native vs
-# interlace, HDFS and RocksDB state stores) -> bench/results/<date>-full.md and .json. 70 min
-# on 2 cores (2026-11-26); run it alone on the machine. BENCH_ARGS=--quick is a smoke run
-# (~20 min). In parts: BENCH_ARGS='--workloads ...', then bench/run.py --merge A.json B.json.
+# The whole benchmark (bench/run.py throughput: every workload of bench/harness's registry,
+# native vs interlace, HDFS and RocksDB state stores) -> bench/results/<date>-full.md and .json.
+# 70 min on 2 cores (2026-11-26); run it alone on the machine. BENCH_ARGS=--quick is a smoke
+# run (~20 min). In parts: BENCH_ARGS='--workloads ...', then BENCH_ARGS='--merge A.json
+# B.json'. bench/run.py --help lists the other measurements (state, profile, ...).
 BENCH_ARGS ?=
 bench: $(VENV)/.installed
-	$(VENV)/bin/python bench/run.py $(BENCH_ARGS)
+	$(VENV)/bin/python bench/run.py throughput $(BENCH_ARGS)
 
-# Cost curves (bench/curves.py: time per micro-batch vs rows, keys and key groups, native vs
+# Cost curves (bench/run.py curves: time per micro-batch vs rows, keys and key groups, native vs
 # interlace; a PNG in docs/ and a fitted cost model) -> bench/results/<date>-curves.md. Needs
 # the `bench` extra (matplotlib), installed here into .venv. About an hour on 2 cores.
 CURVES_ARGS ?=
@@ -48,7 +49,7 @@ $(VENV)/.bench: $(VENV)/.installed
 	$(VENV)/bin/pip install --quiet -e '.[test,bench]'
 	touch $@
 curves: $(VENV)/.bench
-	$(VENV)/bin/python bench/curves.py $(CURVES_ARGS)
+	$(VENV)/bin/python bench/run.py curves $(CURVES_ARGS)
 
 $(LINT_VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(LINT_VENV)

@@ -10,5 +10,5 @@
 
 ``bench/`` is on ``sys.path`` when a script there runs, so the package imports as
 ``harness`` (not ``bench.harness``: the repository root must not shadow an installed
-interlace, e.g. in bench/ab.py's runs of another build).
+interlace, e.g. in bench/run.py ab's runs of another build).
 """

@@ -1,4 +1,4 @@
-"""``bench/run.py``: run the registry's workloads on each state store and write the report.
+"""``bench/run.py throughput``: run the registry's workloads on each state store, write the report.
 
 For every state store and workload: one verification run per engine collects the whole
 output, which the workload checks against its oracle and the other engines (extras: the
@@ -39,13 +39,18 @@ LONG_RUN_S = 180.0
 DEPRECATED_JOIN_FORMATS = (1,)
 
 
-def parser() -> argparse.ArgumentParser:
-    """The command line (``bench/run.py --help``)."""
+#: The command (``bench/run.py`` with no subcommand runs it too).
+PROG = "bench/run.py throughput"
+
+
+def parser(prog: str = PROG, workloads: str = "*") -> argparse.ArgumentParser:
+    """The command line (``bench/run.py throughput --help``; ``state sweep`` with its default
+    ``workloads``)."""
     ap = argparse.ArgumentParser(
-        prog="bench/run.py", description=__doc__.split("\n\n")[0].split(": ", 1)[1],
+        prog=prog, description=__doc__.split("\n\n")[0].split(": ", 1)[1],
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="workloads: " + ", ".join(load()))
-    ap.add_argument("--workloads", default="*",
+    ap.add_argument("--workloads", default=workloads,
                     help="comma list of names, globs or families (join, window, table); "
                          "default: all")
     ap.add_argument("--stores", default="hdfs,rocksdb", help="comma list of hdfs, rocksdb")
@@ -68,7 +73,7 @@ def parser() -> argparse.ArgumentParser:
                     help="comma list: run only these engines (e.g. 'interlace' for an A/B/A of "
                          "a setting whose native run takes minutes); default all")
     ap.add_argument("--variant", action="append", default=[], metavar="NAME",
-                    help="join shim variant from bench/join_variants.py beside interlace")
+                    help="join shim variant from bench/harness/join_variants.py beside interlace")
     ap.add_argument("--native-rsd", type=float, help="native approx_count_distinct rsd (0.05)")
     ap.add_argument("--resolution-us", type=int, default=1,
                     help="window data: round event times down to this grid (µs)")
@@ -133,24 +138,25 @@ def join_formats(spark: Any, arg: str, stores: list[str], work: Path,
     return found, [f for f, a in ok.items() if a == "ok" and f not in DEPRECATED_JOIN_FORMATS]
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, prog: str = PROG, workloads: str = "*") -> int:
     """Run the benchmark; 0 when every check held."""
     argv = sys.argv[1:] if argv is None else argv
-    args = parser().parse_args(argv)
+    ap = parser(prog, workloads)
+    args = ap.parse_args(argv)
     if args.list:
         for w in load().values():
             print(f"{w.name:18s} {w.family:7s} {w.description}")
         return 0
     if args.merge:
-        return _merge(args, argv)
+        return _merge(args, [*prog.split(), *argv])
     try:
         workloads = select([p.strip() for p in args.workloads.split(",") if p.strip()])
         conf = hspark.parse_conf(args.conf)
     except ValueError as exc:
-        parser().error(str(exc))
+        ap.error(str(exc))
     stores = [s.strip() for s in args.stores.split(",") if s.strip()]
     if not stores or any(s not in hspark.STORES for s in stores):
-        parser().error(f"--stores: choose from {', '.join(hspark.STORES)} (got {args.stores!r})")
+        ap.error(f"--stores: choose from {', '.join(hspark.STORES)} (got {args.stores!r})")
     repeat = args.repeat if args.repeat is not None else (1 if args.quick else 3)
     size = Size(args.rows, args.batches, args.keys, args.quick, args.seed, args.resolution_us)
     options = {"floor": args.floor, "variants": args.variant, "native_rsd": args.native_rsd,
@@ -161,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
         Path(tempfile.gettempdir()) / "interlace-bench" if args.quick else HERE / "results")
     exe = sys.executable
     exe = os.path.relpath(exe) if exe.startswith(os.getcwd()) else exe
-    command = shlex.join([exe, "bench/run.py", *argv])
+    command = shlex.join([exe, *prog.split(), *argv])
     work = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="interlace-bench-"))
     os.environ.setdefault("INTERLACE_BENCH_TIMING_DIR", str(work / "timing"))  # variant timed
     t_start = time.perf_counter()
@@ -173,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(work, ignore_errors=True)
 
 
-def _merge(args: Any, argv: list[str]) -> int:
+def _merge(args: Any, command: list[str]) -> int:
     """``--merge``: one report (markdown + JSON) of parts' results files."""
     raws = [json.loads(Path(f).read_text()) for f in args.merge]
     registry = load()
@@ -183,7 +189,7 @@ def _merge(args: Any, argv: list[str]) -> int:
         label = args.label or default_label(list({w.name: w for w in workloads}.values()),
                                             stores, any(raw["quick"] for raw in raws))
         meta, runs, checks, failures = report.merge(
-            raws, label, shlex.join(["bench/run.py", *argv]))
+            raws, label, shlex.join(command))
     except (KeyError, ValueError) as exc:
         parser().error(f"--merge: {exc}")
     table = report.cells(runs)

@@ -1,4 +1,4 @@
-"""``bench/curves.py``: how each engine's cost grows, a plot, and a fitted cost model.
+"""``bench/run.py curves``: how each engine's cost grows, a plot, and a fitted cost model.
 
 Three sweeps per workload and state store, on data of the workload's own shape
 (:class:`~harness.registry.Size` with ``fixed_rate``: a micro-batch of more rows covers more
@@ -43,8 +43,8 @@ from harness import report
 from harness import spark as hspark
 from harness.cli import HERE, Bench, plan_engines, timed_failures
 from harness.registry import Size, Workload
-from harness.workloads import select
 from harness.run import RunResult
+from harness.workloads import select
 
 ROOT = HERE.parent  # the repository (HERE is bench/)
 DEFAULT_WORKLOADS = "join-10k,window-tumbling,window-hopping,window-session,table-st10k"
@@ -74,8 +74,8 @@ class Point:
 
 
 def parser() -> argparse.ArgumentParser:
-    """The command line (``bench/curves.py --help``)."""
-    ap = argparse.ArgumentParser(prog="bench/curves.py", description=__doc__.split("\n\n")[0])
+    """The command line (``bench/run.py curves --help``)."""
+    ap = argparse.ArgumentParser(prog="bench/run.py curves", description=__doc__.split("\n\n")[0])
     ap.add_argument("--workloads", default=DEFAULT_WORKLOADS)
     ap.add_argument("--stores", default="hdfs", help="comma list of hdfs, rocksdb")
     ap.add_argument("--rows", default="10000,30000,100000,300000,1000000",
@@ -104,7 +104,8 @@ def parser() -> argparse.ArgumentParser:
                     help="add the no-op applyInPandasWithState floor (harness/floor.py) to the "
                          "rows and keys sweeps of the workloads that define it")
     ap.add_argument("--jfr", metavar="DIR",
-                    help="a Java Flight Recording per run into DIR (bench/jfr_top.py reads it)")
+                    help="a Java Flight Recording per run into DIR (read by bench/run.py profile "
+                         "jfr)")
     ap.add_argument("--label", default="curves")
     ap.add_argument("--out-dir", help="results folder (default bench/results)")
     ap.add_argument("--plot", default=str(ROOT / "docs" / "performance-curves.png"),
@@ -168,7 +169,7 @@ def _report(args: Any, argv: list[str], points: list[Point], failures: list[str]
             total_s: float | None, runs: list[RunResult] | None = None) -> int:
     """Write the markdown and JSON reports and the plot; 1 if a check failed."""
     meta = {"date": dt.date.today().isoformat(), "command": " ".join(
-        [".venv/bin/python", "bench/curves.py", *argv]), "versions": hspark.versions(),
+        [".venv/bin/python", "bench/run.py", "curves", *argv]), "versions": hspark.versions(),
         "total_s": total_s, "batches": args.batches, "repeat": args.repeat,
         "driver_memory": args.driver_memory}
     models = fit(points)

@@ -1,4 +1,4 @@
-"""Join shim variants (bench/join_variants.py) as extra engines: ``--variant NAME``.
+"""Join shim variants (bench/harness/join_variants.py) as extra engines: ``--variant NAME``.
 
 A variant is a proposed change to interlace's join shim, measured end to end before anyone
 edits ``operators/join/``: engine ``interlace:NAME`` runs it on the join's own prepared input
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -24,20 +23,17 @@ TIMING_DEFAULT = "/tmp/interlace-bench-timing"
 
 
 def _module() -> Any:
-    """bench/join_variants.py, registered to be pickled by value (workers cannot import it)."""
+    """harness/join_variants.py, registered to be pickled by value (workers cannot import it)."""
     from pyspark import cloudpickle
 
-    bench = str(Path(__file__).resolve().parent.parent)
-    if bench not in sys.path:
-        sys.path.insert(0, bench)
-    import join_variants
+    from harness import join_variants
 
     cloudpickle.register_pickle_by_value(join_variants)
     return join_variants
 
 
 def names() -> list[str]:
-    """The variants bench/join_variants.py defines."""
+    """The variants bench/harness/join_variants.py defines."""
     return list(_module().VARIANTS)
 
 
@@ -46,7 +42,8 @@ def engine(name: str, sides: Callable[[Context], tuple[Any, Any]],
     """Engine ``interlace:NAME`` (role ``floor`` for the no-op ``floor`` variant)."""
     variants = _module().VARIANTS
     if name not in variants:
-        msg = f"unknown join variant {name!r}; bench/join_variants.py has {', '.join(variants)}"
+        msg = (f"unknown join variant {name!r}; bench/harness/join_variants.py has "
+               f"{', '.join(variants)}")
         raise ValueError(msg)
     cls = variants[name]
 

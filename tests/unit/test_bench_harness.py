@@ -526,8 +526,8 @@ def test_the_join_state_sweep_buffers_keys_rows_per_side_at_a_fixed_output() -> 
 
 
 def test_the_foreign_key_state_sweep_fixes_the_change_and_orders_its_files(tmp_path: Path) -> None:
-    import foreign_key_state_sweep as fk
     import pyarrow.parquet as pq
+    from harness.tools import foreign_key_state_sweep as fk
 
     fk.write_data(tmp_path, right=5_000, left=2_000, batches=3, seed=1)
     for name, first, later in (("orders", 2_000, 10_000), ("products", 5_000, 1_000)):

@@ -2,9 +2,9 @@
 
 Run (from the repository root; any interpreter with pandas, e.g. to compare pandas lines)::
 
-    .venv/bin/python bench/pyspark_output_path.py [--rows 100000] [--states 4] [--repeat 5]
-    .venv/bin/python bench/pyspark_output_path.py --fast-padding  # as interlace's workers run it
-    .venv/bin/python bench/pyspark_output_path.py --array-cells 8  # output packed into arrays
+    .venv/bin/python bench/run.py micro output-path [--rows 100000] [--states 4] [--repeat 5]
+    .venv/bin/python bench/run.py micro output-path --fast-padding  # as interlace's workers run it
+    .venv/bin/python bench/run.py micro output-path --array-cells 8  # output packed into arrays
 
 PySpark 4.3's worker (``pyspark/worker.py``, ``construct_record_batch`` inside ``read_udfs``
 for ``SQL_GROUPED_MAP_PANDAS_UDF_WITH_STATE``) sends the rows a function yields and one
@@ -86,7 +86,8 @@ def _cpu_us_per_row(fn: object, rows: int, repeat: int) -> float:
     return best / rows * 1e6
 
 
-def main(argv: list[str] | None = None) -> int:
+def parser() -> argparse.ArgumentParser:
+    """The command line (``bench/run.py --help`` lists where it is)."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rows", type=int, default=100_000, help="output rows in the Arrow batch")
     ap.add_argument("--states", type=int, default=4, help="key groups (state rows) in it")
@@ -95,7 +96,11 @@ def main(argv: list[str] | None = None) -> int:
                     help="install interlace's padding fast path first (what its workers run)")
     ap.add_argument("--array-cells", type=int, default=0,
                     help="also time a bigint column against array<bigint> in this many cells")
-    args = ap.parse_args(argv)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
     if args.fast_padding:
         from interlace.operators.common.worker import install_padding_fast_path
 
@@ -114,7 +119,3 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  bigint column:          {flat_us:.3f} CPU-us per value")
         print(f"  array<bigint>, {args.array_cells} cells: {packed_us:.3f} CPU-us per value")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

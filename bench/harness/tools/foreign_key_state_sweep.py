@@ -1,6 +1,6 @@
 """State at scale for the foreign-key join on local Spark: the right table grows, the change stays.
 
-    .venv/bin/python bench/foreign_key_state_sweep.py --right 100000 1000000 --stores hdfs rocksdb
+    .venv/bin/python bench/run.py state fk-sweep --right 100000 1000000 --stores hdfs rocksdb
 
 Issue 34's fourth operator. Micro-batch 0 loads ``--left`` orders (100,000) and a products
 table of ``--right`` keys; then ``--batches`` micro-batches of 10,000 order updates (random
@@ -33,8 +33,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from harness import spark as hspark  # noqa: E402
+from harness import spark as hspark
 
 TS = pa.timestamp("us")
 ORDERS = pa.schema([("order_id", pa.int64()), ("product_id", pa.int64()), ("qty", pa.int64()),
@@ -42,6 +41,8 @@ ORDERS = pa.schema([("order_id", pa.int64()), ("product_id", pa.int64()), ("qty"
 PRODUCTS = pa.schema([("product_id", pa.int64()), ("name", pa.string()),
                       ("price", pa.float64()), ("ts", TS)])
 T0_US = 1_767_225_600_000_000  # 2026-01-01
+
+BENCH = Path(__file__).resolve().parents[2]  # bench/
 
 
 def write_data(root: Path, right: int, left: int, batches: int, seed: int) -> None:
@@ -106,7 +107,8 @@ def run(spark: Any, root: Path, work: Path, key_groups: int | None = None) -> di
             "output_rows": sum(rows)}
 
 
-def main(argv: list[str] | None = None) -> int:
+def parser() -> argparse.ArgumentParser:
+    """The command line (``bench/run.py --help`` lists where it is)."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--right", type=int, nargs="+", default=[100_000, 1_000_000])
     ap.add_argument("--left", type=int, default=100_000)
@@ -116,7 +118,11 @@ def main(argv: list[str] | None = None) -> int:
                     help="the join's key_groups (default: the spec's)")
     ap.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE")
     ap.add_argument("--out", type=Path, default=None)
-    args = ap.parse_args(argv)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
     spark = hspark.open_session(dict(c.split("=", 1) for c in args.conf))
     tmp = Path(tempfile.mkdtemp(prefix="interlace-fk-state-"))
     results = []
@@ -133,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     lines = [f"# Foreign-key join, state at scale ({dt.date.today()})", "",
-             f"`bench/foreign_key_state_sweep.py {' '.join(sys.argv[1:])}`: micro-batch 0 "
+             f"`{' '.join(sys.argv)}`: micro-batch 0 "
              f"loads {args.left:,} orders and the products table, then {args.batches} "
              "micro-batches of 10,000 order and 1,000 product updates; the median "
              "`triggerExecution` of the update micro-batches after the first.", "",
@@ -144,14 +150,10 @@ def main(argv: list[str] | None = None) -> int:
                      f"{r['batch_ms'][0]:,} | {r['median_ms']:,.0f} | "
                      f"{r['state_bytes'] / 2**20:,.1f} | {r['output_rows']:,} |")
     report = "\n".join(lines) + "\n"
-    out = args.out or Path(__file__).parent / "results" / f"{dt.date.today()}-state-fk.md"
+    out = args.out or BENCH / "results" / f"{dt.date.today()}-state-fk.md"
     out.write_text(report)
     out.with_suffix(".json").write_text(json.dumps({"args": sys.argv[1:],
                                                      "versions": hspark.versions(),
                                                      "runs": results}, indent=1))
     print(report)
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -10,15 +10,15 @@ one batch loading a right table of ``R`` keys with ``L`` orders, then ``B`` batc
 median of the update batches (after a warm-up query).
 
 Run (Spark runs must be serialised): ``flock /tmp/spark.lock .venv/bin/python
-bench/foreign_key_spark.py [R]``.
+bench/run.py foreign-key [R]``.
 """
 
 from __future__ import annotations
 
+import argparse
 import datetime as dt
 import random
 import statistics
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -90,8 +90,15 @@ def run(spark: Any, log: list[JoinBatch], key_groups: int) -> list[int]:
                 if p["numInputRows"] > 0]
 
 
-def main() -> None:
-    n_right = int(sys.argv[1]) if len(sys.argv) > 1 else 10_000
+def parser() -> argparse.ArgumentParser:
+    """The command line: the right table's keys."""
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("right", type=int, nargs="?", default=10_000, help="right table keys (10000)")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> None:
+    n_right = parser().parse_args(argv).right
     n_left, n_batches = 20_000, 6
     spark = local_session("fk-bench", shuffle_partitions=2)
     log = build_log(n_right, n_left, n_batches)
@@ -104,7 +111,3 @@ def main() -> None:
         ms = run(spark, log, key_groups)
         print(f"| {key_groups} | {ms[0]:,} | {statistics.median(ms[1:]):,.0f} |")
     spark.stop()
-
-
-if __name__ == "__main__":
-    main()

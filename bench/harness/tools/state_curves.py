@@ -1,10 +1,10 @@
 """Plot the state sweep (issue 34): ms per micro-batch against the state, per operator.
 
     make .venv/.bench  # matplotlib (the `bench` extra), as `make curves` does
-    .venv/bin/python bench/state_curves.py bench/results/2026-11-27-state-*.json
+    .venv/bin/python bench/run.py state plot bench/results/2026-11-27-state-*.json
 
 Reads ``bench/run.py`` result files of the ``state`` family (``table-st-state``,
-``window-session-state``, ``join-state``) and ``bench/foreign_key_state_sweep.py``'s,
+``window-session-state``, ``join-state``) and ``bench/run.py state fk-sweep``'s,
 takes each timed run's figure (the median ``triggerExecution`` of its data micro-batches
 after the first, as the harness does) at its ``--keys`` (right keys), and draws one panel
 per workload, one line per (engine, store), log-log. Files whose label or name ends in
@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 from pathlib import Path
 
 TITLES = {"table-st-state": "stream-table join (table keys)",
@@ -32,7 +31,7 @@ def points(files: list[Path]) -> dict[tuple[str, str, str], dict[int, float]]:
     out: dict[tuple[str, str, str], dict[int, float]] = {}
     for f in files:
         d = json.loads(f.read_text())
-        if "options" not in d:  # bench/foreign_key_state_sweep.py's runs
+        if "options" not in d:  # bench/run.py state fk-sweep's runs
             for r in d["runs"]:
                 key = ("fk-state", f"interlace, {r['key_groups']} key groups", r["store"])
                 out.setdefault(key, {})[int(r["right_keys"])] = float(r["median_ms"])
@@ -83,20 +82,21 @@ def plot(pts: dict[tuple[str, str, str], dict[int, float]], out: Path) -> None:
     fig.savefig(out, dpi=110)
 
 
-def main(argv: list[str] | None = None) -> int:
+def parser() -> argparse.ArgumentParser:
+    """The command line (``bench/run.py --help`` lists where it is)."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("files", nargs="+", type=Path)
     ap.add_argument("--out", type=Path,
-                    default=Path(__file__).resolve().parent.parent / "docs"
+                    default=Path(__file__).resolve().parents[3] / "docs"
                     / "performance-state.png")
-    args = ap.parse_args(argv)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
     pts = points(args.files)
     for (w, e, s), xy in sorted(pts.items()):
         print(w, e, s, {k: round(v) for k, v in sorted(xy.items())})
     plot(pts, args.out)
     print(f"[written] {args.out}")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

@@ -9,13 +9,13 @@ recomputed from the event-time column). The two are timed alternately, ``REPEATS
 so outside load hits both alike; prints the blob bytes and the median wall and
 process CPU times.
 
-Run: ``.venv/bin/python bench/join_blob_bench.py [N]`` (default 10000).
+Run: ``.venv/bin/python bench/run.py micro join-blob [N]`` (default 10000).
 """
 
 from __future__ import annotations
 
+import argparse
 import statistics
-import sys
 import time
 
 import pyarrow as pa
@@ -81,7 +81,7 @@ def v1_decode(data: bytes, fp: str, left_schema: pa.Schema, right_schema: pa.Sch
     return JoinBuffers(left, right, extra)
 
 
-def main(n: int) -> None:
+def run(n: int) -> None:
     spec = Join(left_keys=["order_id"], right_keys=["order_id"], how="left", lower_ms=0,
                 upper_ms=600_000, left_event_time_column="order_ts",
                 right_event_time_column="pay_ts")
@@ -117,5 +117,12 @@ def main(n: int) -> None:
               f"decode {ms['dec']:.2f} / {ms['dec_cpu']:.2f} ms")
 
 
-if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 10_000)
+def parser() -> argparse.ArgumentParser:
+    """The command line: rows per side."""
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("rows", type=int, nargs="?", default=10_000, help="rows per side (10000)")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> None:
+    run(parser().parse_args(argv).rows)

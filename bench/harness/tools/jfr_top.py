@@ -2,7 +2,7 @@
 
 Run::
 
-    .venv/bin/python bench/jfr_top.py /tmp/jfr/hdfs-join-100k-interlace-*.jfr [--top 25]
+    .venv/bin/python bench/run.py profile jfr /tmp/jfr/hdfs-join-100k-interlace-*.jfr [--top 25]
 
 Reads the ``jdk.ExecutionSample`` events (threads running Java code; a thread blocked in a
 socket read or sleeping is not sampled) with the JDK's ``jfr`` tool and prints:
@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import re
 import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
@@ -82,11 +81,16 @@ def category(frames: list[str]) -> str:
     return "other"
 
 
-def main(argv: list[str] | None = None) -> int:
+def parser() -> argparse.ArgumentParser:
+    """The command line (``bench/run.py --help`` lists where it is)."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("files", nargs="+")
     ap.add_argument("--top", type=int, default=20)
-    args = ap.parse_args(argv)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
     for f in args.files:
         ss = samples(Path(f))
         runner = "org.apache.spark.executor.Executor$TaskRunner.run"
@@ -113,7 +117,3 @@ def main(argv: list[str] | None = None) -> int:
             print(f"| `{k}` | {n} |")
         print()
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -8,7 +8,7 @@ native operator beside interlace in its own session, so each run carries its own
 report gives, per workload, interlace's rows/s under each build (fastest of the rounds), the
 interlace / native ratio of each build's runs, and B / A.
 
-    python bench/ab.py --a-python /work/venv-before/bin/python \
+    python bench/run.py ab --a-python /work/venv-before/bin/python \
         --b-python .venv/bin/python --rounds 2 --out bench/results/ab-<date>.md
 
 An interpreter's interlace must be installed (not taken from the current directory): the
@@ -28,7 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parents[2]  # bench/
 HARNESS_ARGS = ["--workloads", "join-100k,join-10k,window-hopping,window-session",
                 "--stores", "hdfs", "--repeat", "1"]
 
@@ -45,14 +45,15 @@ def throughput(raw: dict) -> dict[str, tuple[float, float]]:
 def run(python: str, args: list[str], work: Path, label: str) -> dict[str, tuple[float, float]]:
     """Run the harness with one build's interpreter; return its throughput per workload."""
     stem = f"{dt.date.today().isoformat()}-{label}"
-    cmd = [python, str(HERE / "run.py"), *args, "--out-dir", str(work), "--label", label]
+    cmd = [python, str(HERE / "run.py"), "throughput", *args, "--out-dir", str(work),
+           "--label", label]
     print("+", " ".join(cmd), flush=True)
     subprocess.run(cmd, cwd=HERE.parent, check=True, env={**os.environ, "PYSPARK_PYTHON": python})
     return throughput(json.loads((work / f"{stem}.json").read_text()))
 
 
-def main() -> None:
-    """Run the rounds and write the report."""
+def parser() -> argparse.ArgumentParser:
+    """The command line (``bench/run.py --help`` lists where it is)."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--a-python", required=True)
     ap.add_argument("--b-python", required=True)
@@ -60,7 +61,12 @@ def main() -> None:
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("harness_args", nargs="*", default=HARNESS_ARGS,
                     help=f"after --: bench/run.py arguments (default {' '.join(HARNESS_ARGS)})")
-    args = ap.parse_args()
+    return ap
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run the rounds and write the report."""
+    args = parser().parse_args(argv)
     started = time.monotonic()
     builds = {"A": args.a_python, "B": args.b_python}
     runs: dict[tuple[str, str], list[tuple[float, float]]] = {}
@@ -90,7 +96,3 @@ def main() -> None:
         "|---|---:|---:|---:|---|---|\n" + "\n".join(rows) + "\n"
     )
     print(args.out.read_text())
-
-
-if __name__ == "__main__":
-    main()

@@ -8,22 +8,26 @@ aggregation (10 rows grouped by the key group) with the lookup and with the plai
 ``pmod(xxhash64(...), N)``, alternately, and prints the median time per execution of each:
 the difference is the literal's cost per micro-batch.
 
-    /work/venv/bin/python bench/keygroup_planning.py [--sizes 8,1024,4096,65536] [--repeat 7]
+    /work/venv/bin/python bench/run.py micro keygroup-planning --sizes 8,1024,4096,65536 --repeat 7
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import time
 
 
-def main(argv: list[str] | None = None) -> int:
+def parser() -> argparse.ArgumentParser:
+    """The command line (``bench/run.py --help`` lists where it is)."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", default="8,1024,4096,65536")
     ap.add_argument("--repeat", type=int, default=7)
-    args = ap.parse_args(argv)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
 
     from interlace.state.keygroups import balanced_id_lookup_sql
     from pyspark.sql import functions as F
@@ -56,7 +60,3 @@ def main(argv: list[str] | None = None) -> int:
         print(f"| {n:,} | {build:.0f} | {lookup:.0f} | {plain:.0f} | {lookup - plain:+.0f} |")
     spark.stop()
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

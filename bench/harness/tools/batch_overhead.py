@@ -2,9 +2,9 @@
 
 Run (from the repository root)::
 
-    /work/venv/bin/python bench/batch_overhead.py
-    /work/venv/bin/python bench/batch_overhead.py --conf KEY=VALUE ...   # e.g. checkpoint settings
-    /work/venv/bin/python bench/batch_overhead.py --count-process-starts  # + a JFR recording
+    /work/venv/bin/python bench/run.py batch-overhead
+    /work/venv/bin/python bench/run.py batch-overhead --conf KEY=VALUE ...  # checkpoint settings
+    /work/venv/bin/python bench/run.py batch-overhead --count-process-starts  # + a JFR recording
 
 Two engines of the window-tumbling workload (bench/harness/windows.py: native tumbling
 aggregation, and the "floor" of bench/harness/floor.py: a no-op ``applyInPandasWithState``
@@ -25,7 +25,6 @@ import argparse
 import shutil
 import statistics
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
@@ -35,7 +34,8 @@ from harness import windows as hw
 from harness.floor import floor_on
 
 
-def main(argv: list[str] | None = None) -> int:
+def parser() -> argparse.ArgumentParser:
+    """The command line (``bench/run.py --help`` lists where it is)."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rows", type=int, default=100_000)
     ap.add_argument("--batches", type=int, default=3)
@@ -44,7 +44,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--key-groups", type=int, default=8)
     ap.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE")
     ap.add_argument("--count-process-starts", action="store_true")
-    args = ap.parse_args(argv)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
 
     from interlace import prepare_window
 
@@ -99,7 +103,3 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -2,7 +2,7 @@
 
 Nothing here is used by interlace itself. ``bench/run.py --variant NAME`` (engine
 ``interlace:NAME`` beside the released shim, on the join workloads) and
-``bench/profile_join.py --variant NAME`` run a variant in place of
+``bench/run.py profile join --variant NAME`` run a variant in place of
 :class:`interlace.operators.join.JoinFunction` (the benchmark registers this module with
 cloudpickle by value, so Spark's Python workers get this code without installing it), so a
 proposed change to ``operators/join/`` can be measured end to end before anyone edits it.

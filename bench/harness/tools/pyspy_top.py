@@ -2,14 +2,14 @@
 micro-batch's Python time went, interlace's step vs PySpark's own input and output paths.
 
 Record (py-spy is on PyPI, not a project dependency; attach to each ``pyspark.daemon``
-parent process while a benchmark runs, e.g. ``bench/curves.py ... --floor``)::
+parent process while a benchmark runs, e.g. ``bench/run.py curves ... --floor``)::
 
     py-spy record --pid <pyspark.daemon pid> --subprocesses --rate 100 --nonblocking \\
         --format raw -o spy-<pid>.txt
 
 then::
 
-    .venv/bin/python bench/pyspy_top.py spy-*.txt [--top 15]
+    .venv/bin/python bench/run.py profile pyspy spy-*.txt [--top 15]
 
 Pass the daemons' files only: with ``--subprocesses`` a daemon's file already holds its
 forked workers' samples. Each sample (one stack) goes to the first category below that it
@@ -21,7 +21,6 @@ one-off or idle and listed apart; ``floor`` marks samples inside the no-op floor
 from __future__ import annotations
 
 import argparse
-import sys
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -74,11 +73,16 @@ def categorise(rows: list[tuple[list[str], int]]) -> Counter[str]:
     return c
 
 
-def main(argv: list[str] | None = None) -> int:
+def parser() -> argparse.ArgumentParser:
+    """The command line (``bench/run.py --help`` lists where it is)."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("files", nargs="+", type=Path)
     ap.add_argument("--top", type=int, default=15, help="top self frames to list")
-    args = ap.parse_args(argv)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
     rows = read_raw(args.files)
     cats = categorise(rows)
     busy = sum(n for k, n in cats.items() if not k.startswith(("one-off", "idle")))
@@ -97,7 +101,3 @@ def main(argv: list[str] | None = None) -> int:
     for leaf, n in leaves.most_common(args.top):
         print(f"| `{leaf}` | {n:,} |")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,7 +1,7 @@
 """Table aggregation vs the nearest native query: a signed-delta ``groupBy().agg()``.
 
-    .venv/bin/python bench/table_aggregate.py                        # 100k updates/batch
-    .venv/bin/python bench/table_aggregate.py --rows 20000 --keys 100000 --runs 1 --stores hdfs
+    .venv/bin/python bench/run.py table-aggregate                        # 100k updates/batch
+    .venv/bin/python bench/run.py table-aggregate --rows 20000 --keys 100000 --runs 1 --stores hdfs
 
 Workload (issue 31): ``batches`` micro-batches of ``rows`` updates of a table of ``keys``
 keys (each update: a random key, a random group of ``groups``, an integer amount; every
@@ -39,15 +39,16 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from harness import data as hdata  # noqa: E402
-from harness import spark as hspark  # noqa: E402
+from harness import data as hdata
+from harness import spark as hspark
 
 UPDATES = pa.schema([("key", pa.int64()), ("grp", pa.int64()), ("amount", pa.int64()),
                      ("ts", hdata.TS)])
 DELTAS = pa.schema([("grp", pa.int64()), ("sign", pa.int64()), ("amount", pa.int64()),
                     ("ts", hdata.TS)])
 SPAN_US = 60 * 1_000_000
+
+BENCH = Path(__file__).resolve().parents[2]  # bench/
 
 
 def make_data(rows: int, batches: int, keys: int, groups: int,
@@ -176,11 +177,12 @@ def run_floor(spark: Any, root: Path, work: Path, collect: bool) -> dict:
     as stage 2 has, ``pmod(xxhash64(grp), key_groups)`` (stage 2 places its key groups on
     distinct shuffle partitions with ``key_group_sql``; this floor does not, so two key
     groups may share a task). No channel and no output."""
-    from harness.floor import FloorFunction, floor_on
     from interlace.operators.table_aggregate import prepare_table_aggregate
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
     from pyspark.sql.streaming.state import GroupStateTimeout
+
+    from harness.floor import FloorFunction, floor_on
 
     updates = hdata.read_stream(spark, root / "updates", UPDATES)
     op = prepare_table_aggregate(updates, _spec())
@@ -213,7 +215,8 @@ def run_floor(spark: Any, root: Path, work: Path, collect: bool) -> dict:
 ENGINES = {"native": run_native, "interlace": run_interlace, "floor": run_floor}
 
 
-def main(argv: list[str] | None = None) -> int:
+def parser() -> argparse.ArgumentParser:
+    """The command line (``bench/run.py --help`` lists where it is)."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rows", type=int, default=100_000, help="updates per micro-batch")
     ap.add_argument("--batches", type=int, default=5)
@@ -225,7 +228,11 @@ def main(argv: list[str] | None = None) -> int:
                     help="native and interlace always run (their outputs are checked equal); "
                          "floor: the no-op of both stages")
     ap.add_argument("--out", type=Path, default=None)
-    args = ap.parse_args(argv)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
     args.engines = ["native", "interlace", *(e for e in args.engines
                                              if e not in ("native", "interlace"))]
     spark = hspark.open_session({})
@@ -261,7 +268,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     report = _report(results, args)
-    out = args.out or Path(__file__).parent / "results" / f"{dt.date.today()}-table-aggregate.md"
+    out = args.out or BENCH / "results" / f"{dt.date.today()}-table-aggregate.md"
     out.write_text(report)
     out.with_suffix(".json").write_text(json.dumps(
         {"args": {k: str(v) for k, v in vars(args).items()}, "versions": hspark.versions(),
@@ -278,7 +285,7 @@ def _best(results: list[dict], store: str, groups: int, engine: str) -> dict:
 
 def _report(results: list[dict], args: Any) -> str:
     lines = [f"# Table aggregation vs native signed deltas ({dt.date.today()})", "",
-             f"`{' '.join(['bench/table_aggregate.py', *sys.argv[1:]])}`: {args.rows} updates "
+             f"`{' '.join(sys.argv)}`: {args.rows} updates "
              f"per micro-batch, {args.batches} micro-batches + a flush, {args.keys} keys; "
              f"best of {args.runs} timed runs per engine, engines alternated; each group's "
              "final (count, sum) equal in both engines (verification run).", "",
@@ -318,7 +325,3 @@ def _report(results: list[dict], args: Any) -> str:
               "store holds every key group's blob in memory; RocksDB reports its memory "
               "use), over all keys (stage 1) or groups."]
     return "\n".join(lines) + "\n"
-
-
-if __name__ == "__main__":
-    sys.exit(main())

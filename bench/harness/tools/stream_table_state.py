@@ -7,14 +7,14 @@ held once and joined by the next call's watermark). Per ``H`` it prints the blob
 the median time of each part of the call the shim runs: the state value's base64 decoding, the
 blob's decoding, the step, the blob's encoding, the base64 encoding.
 
-Run: ``.venv/bin/python bench/stream_table_state.py [H ...]`` (default 25,000 250,000
+Run: ``.venv/bin/python bench/run.py state stream-table-calls [H ...]`` (default 25,000 250,000
 2,500,000; prints a Markdown table).
 """
 
 from __future__ import annotations
 
+import argparse
 import statistics
-import sys
 import time
 
 import numpy as np
@@ -111,8 +111,16 @@ def measure(keys: int, repeat: int = 5) -> dict[str, float]:
     return out
 
 
-def main() -> None:
-    sizes = [int(a) for a in sys.argv[1:]] or [25_000, 250_000, 2_500_000]
+def parser() -> argparse.ArgumentParser:
+    """The command line: the sizes to measure."""
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("sizes", type=int, nargs="*", default=[25_000, 250_000, 2_500_000],
+                    help="table keys in the key group (default 25000 250000 2500000)")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> None:
+    sizes = parser().parse_args(argv).sizes
     print("| table keys in the key group | blob bytes | bytes / key | b64 decode ms | "
           "decode ms | step ms | encode ms | b64 encode ms | call ms |")
     print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
@@ -122,7 +130,3 @@ def main() -> None:
         print(f"| {keys:,} | {m['blob_bytes']:,} | {m['blob_bytes'] / keys:.1f} | "
               f"{m['b64 decode']:.1f} | {m['decode']:.1f} | {m['step']:.1f} | "
               f"{m['encode']:.1f} | {m['b64 encode']:.1f} | {total:.1f} |")
-
-
-if __name__ == "__main__":
-    main()

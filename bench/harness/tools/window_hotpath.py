@@ -2,9 +2,9 @@
 
 Run (from the repository root; no JVM, about 30 s)::
 
-    .venv/bin/python bench/window_hotpath.py            # hot path + state sizes
-    .venv/bin/python bench/window_hotpath.py --profile  # + a cProfile of the hot path
-    .venv/bin/python bench/window_hotpath.py --kinds tumbling,hopping,session  # each kind
+    .venv/bin/python bench/run.py profile window            # hot path + state sizes
+    .venv/bin/python bench/run.py profile window --profile  # + a cProfile of the hot path
+    .venv/bin/python bench/run.py profile window --kinds tumbling,hopping,session  # each kind
 
 On the window workloads' data (bench/harness/windows.py: 4 micro-batches x 100,000 rows,
 10,000 keys, 120 s per micro-batch, the six aggregations):
@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+
 from harness import windows as hw
 from harness.registry import Size
 from harness.workloads import load
@@ -143,7 +144,7 @@ def _trim_profile(text: str) -> str:
     lines = [ln.rstrip() for ln in text.splitlines()]
     start = next((i for i, ln in enumerate(lines) if ln.strip().startswith("ncalls")), 0)
     head = [ln.strip() for ln in lines[:start] if "function calls" in ln]
-    root = str(Path(__file__).resolve().parent.parent)
+    root = str(Path(__file__).resolve().parents[3])
     return "\n".join(head + lines[start:]).replace(str(Path(sys.prefix)), "<venv>").replace(
         root, "<repo>").strip()
 
@@ -190,7 +191,8 @@ def _print_hot_path(data: hw.WindowData, kind: str, kgs: list[int], args: Any) -
             print(hp.profile)
 
 
-def main(argv: list[str] | None = None) -> int:
+def parser() -> argparse.ArgumentParser:
+    """The command line (``bench/run.py --help`` lists where it is)."""
     from interlace.state.keygroups import DEFAULT_KEY_GROUPS
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -205,8 +207,13 @@ def main(argv: list[str] | None = None) -> int:
                     help="comma list of window kinds to time: tumbling, hopping, session")
     ap.add_argument("--seed", type=int, default=Size().seed)
     ap.add_argument("--fixed-rate", action="store_true",
-                    help="event time per micro-batch grows with --rows (bench/curves.py's shape)")
-    args = ap.parse_args(argv)
+                    help="event time per micro-batch grows with --rows (as in bench/run.py "
+                         "curves)")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
     reg = load()
     size = Size(args.rows, args.batches, args.keys, seed=args.seed, fixed_rate=args.fixed_rate)
     kgs = [int(x) for x in args.key_groups.split(",") if x.strip()]
@@ -220,7 +227,3 @@ def main(argv: list[str] | None = None) -> int:
               f"{b.sparse_entries / s:.1f}, dense sketches {b.dense_sketches}; per slot: "
               + ", ".join(f"{k} {v / s:,.1f}" for k, v in b.parts.items()))
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

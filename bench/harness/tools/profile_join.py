@@ -2,8 +2,8 @@
 
 Run (from the repository root)::
 
-    .venv/bin/python bench/profile_join.py --workload join-10k          # phase timings
-    .venv/bin/python bench/profile_join.py --workload join-hot --cprofile 25
+    .venv/bin/python bench/run.py profile join --workload join-10k          # phase timings
+    .venv/bin/python bench/run.py profile join --workload join-hot --cprofile 25
 
 It replays what one ``applyInPandasWithState`` Python worker does for every key group of every
 micro-batch of a join workload of the benchmark harness (bench/harness/joins.py), using
@@ -39,21 +39,18 @@ import pstats
 import sys
 import time
 from collections import defaultdict
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+from interlace.operators import join as J
+from interlace.state.buffers import JoinBuffers, decode_join_state, encode_join_state
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import join_variants  # noqa: E402
-from harness.data import T0_US  # noqa: E402
-from harness.registry import Size  # noqa: E402
-from harness.workloads import load  # noqa: E402
-from interlace.operators import join as J  # noqa: E402
-from interlace.state.buffers import JoinBuffers, decode_join_state, encode_join_state  # noqa: E402
+from harness import join_variants
+from harness.data import T0_US
+from harness.registry import Size
+from harness.workloads import load
 
 WORKLOADS = {n: w for n, w in load().items() if w.family == "join"}
 
@@ -120,7 +117,8 @@ def prepared_batch(
     return table.take(pa.array(order))
 
 
-def main(argv: list[str] | None = None) -> int:
+def parser() -> argparse.ArgumentParser:
+    """The command line (``bench/run.py --help`` lists where it is)."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--workload", default="join-10k", choices=sorted(WORKLOADS))
     ap.add_argument("--rows", type=int, default=100_000)
@@ -130,9 +128,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cprofile", type=int, default=0, help="print the top N functions (cumtime)")
     ap.add_argument("--seed", type=int, default=20260302)
     ap.add_argument("--variant", default="baseline", choices=sorted(join_variants.VARIANTS),
-                    help="see bench/join_variants.py")
+                    help="see bench/harness/join_variants.py")
     ap.add_argument("--arrow-threads", type=int, default=0, help="pa.set_cpu_count (0: default)")
-    args = ap.parse_args(argv)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
 
     from pyspark.serializers import CPickleSerializer
     from pyspark.sql import types as T
@@ -261,7 +263,3 @@ def main(argv: list[str] | None = None) -> int:
     # Unused-name guard for linters: these are the phases' functions.
     _ = (JoinBuffers, decode_join_state, encode_join_state, T0_US)
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

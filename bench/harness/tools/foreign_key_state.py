@@ -9,11 +9,12 @@ tables of 1k / 10k / 100k keys and a key group holding 10k left rows:
   updates (``emit="eager"``), the call every key group runs in every micro-batch,
 * the same call with no right update (a left-only micro-batch).
 
-Run: ``.venv/bin/python bench/foreign_key_state.py`` (prints a Markdown table).
+Run: ``.venv/bin/python bench/run.py state fk-calls`` (prints a Markdown table).
 """
 
 from __future__ import annotations
 
+import argparse
 import datetime as dt
 import random
 import statistics
@@ -103,7 +104,13 @@ def measure(n_right: int, n_left: int = 10_000, repeat: int = 5) -> dict[str, fl
     }
 
 
-def main() -> None:
+def parser() -> argparse.ArgumentParser:
+    """The command line (no options)."""
+    return argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser().parse_args(argv)
     print("| right keys | left rows / key group | blob bytes | right table bytes | "
           "bytes / right key | call ms (1% right + 1k left updates) | call ms (1k left only) |")
     print("|---|---|---|---|---|---|---|")
@@ -112,7 +119,3 @@ def main() -> None:
         print(f"| {m['right_keys']:,} | {m['left_rows']:,} | {m['blob_bytes']:,} | "
               f"{m['right_table_bytes']:,} | {m['bytes_per_right_key']:.1f} | "
               f"{m['call_ms']:.1f} | {m['left_only_call_ms']:.1f} |")
-
-
-if __name__ == "__main__":
-    main()

@@ -1,7 +1,7 @@
 """Chains vs Spark's native chain: a stream-stream join, then a window over its output.
 
-    .venv/bin/python bench/chains.py                       # 100k rows per side per batch
-    .venv/bin/python bench/chains.py --rows 20000 --runs 1 --stores hdfs   # a smoke run
+    .venv/bin/python bench/run.py chains                       # 100k rows per side per batch
+    .venv/bin/python bench/run.py chains --rows 20000 --runs 1 --stores hdfs   # a smoke run
 
 Workloads (issue 30, example 1 of docs/chains.md): orders LEFT JOIN payments (a payment 0 to
 10 minutes after its order, ``lateness_ms`` 2 minutes), then per customer and window of the
@@ -49,9 +49,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from harness import data as hdata  # noqa: E402
-from harness import spark as hspark  # noqa: E402
+from harness import data as hdata
+from harness import spark as hspark
 
 ORDERS = pa.schema([("order_id", pa.int64()), ("customer", pa.int64()),
                     ("amount", pa.float64()), ("order_ts", hdata.TS)])
@@ -60,6 +59,8 @@ SPAN_US = 60 * 1_000_000
 BOUND_MS, LATENESS_MS = 600_000, 120_000
 KINDS = {"chain-tumbling": {"kind": "tumbling", "duration_ms": 60_000},
          "chain-session": {"kind": "session", "gap_ms": 30_000}}
+
+BENCH = Path(__file__).resolve().parents[2]  # bench/
 
 
 def make_data(rows: int, batches: int, keys: int, seed: int) -> tuple[list, list]:
@@ -207,7 +208,8 @@ def _canonical(rows: list[dict]) -> list[tuple]:
                    round(float(r["s"]), 6)) for r in rows)
 
 
-def main(argv: list[str] | None = None) -> int:
+def parser() -> argparse.ArgumentParser:
+    """The command line (``bench/run.py --help`` lists where it is)."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rows", type=int, default=100_000, help="orders per micro-batch")
     ap.add_argument("--batches", type=int, default=5)
@@ -216,7 +218,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--stores", nargs="+", default=list(hspark.STORES))
     ap.add_argument("--workloads", nargs="+", default=list(KINDS))
     ap.add_argument("--out", type=Path, default=None)
-    args = ap.parse_args(argv)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
     spark = hspark.open_session({})
     tmp = Path(tempfile.mkdtemp(prefix="interlace-chains-"))
     orders, payments = make_data(args.rows, args.batches, args.keys, seed=20261127)
@@ -254,7 +260,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     report = _report(results, args, input_rows, out_rows)
-    out = args.out or Path(__file__).parent / "results" / f"{dt.date.today()}-chains.md"
+    out = args.out or BENCH / "results" / f"{dt.date.today()}-chains.md"
     out.write_text(report)
     out.with_suffix(".json").write_text(json.dumps({"args": {k: str(v) for k, v in
                                                              vars(args).items()},
@@ -266,7 +272,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _report(results: list[dict], args: Any, input_rows: int, out_rows: dict[str, int]) -> str:
     lines = [f"# Chains vs native ({dt.date.today()})", "",
-             f"`{' '.join(['bench/chains.py', *sys.argv[1:]])}`: {args.rows} orders per "
+             f"`{' '.join(sys.argv)}`: {args.rows} orders per "
              f"micro-batch, {args.batches} micro-batches + a flush, {args.keys} customers, "
              f"{input_rows} input rows (both sides), output rows "
              f"{', '.join(f'{n} {k}' for k, n in out_rows.items())}; best "
@@ -301,7 +307,3 @@ def _report(results: list[dict], args: Any, input_rows: int, out_rows: dict[str,
               "sum the chain's, plus, run continuously, up to one trigger interval of the "
               "window's query before it picks a new channel file up).", ""]
     return "\n".join(lines) + "\n"
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -7,7 +7,7 @@ window closes: each call decodes the key group's blob, assigns 2 rows, folds the
 Prints the median call per window kind and aggregation set; run it with each build's
 interpreter to compare builds (docs/performance-windows.md, "A window call's fixed cost"):
 
-    .venv/bin/python bench/window_call_cost.py --keys 1000
+    .venv/bin/python bench/run.py micro window-call --keys 1000
 """
 
 from __future__ import annotations
@@ -54,11 +54,16 @@ def aggregations(which: str) -> list[Aggregation]:
     return out
 
 
-def main() -> None:
+def parser() -> argparse.ArgumentParser:
+    """The command line (``bench/run.py --help`` lists where it is)."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--keys", type=int, default=1000)
     ap.add_argument("--calls", type=int, default=60, help="micro-batches of 8 rows")
-    args = ap.parse_args()
+    return ap
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parser().parse_args(argv)
     schema = pa.schema([("k", pa.int64()), ("v", pa.int64()), ("u", pa.int64()),
                         ("ts", pa.timestamp("ns"))])
     first = [{"k": k, "v": k, "u": k % 97, "ts": T0 + dt.timedelta(seconds=1)}
@@ -77,7 +82,3 @@ def main() -> None:
             local.run_window_locally(spec, log, schema)
             print(f"{kind:8s} {which:5s} keys={args.keys}: median call "
                   f"{statistics.median(TIMES) * 1e3:.2f} ms over {len(TIMES)} calls")
-
-
-if __name__ == "__main__":
-    main()

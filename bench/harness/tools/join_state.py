@@ -8,15 +8,15 @@ step matching each side's new rows against the other side's whole buffer ("whole
 against the buffer narrowed first to the rows whose keys may match ("narrowed",
 ``_candidates`` in operators/join/step.py; the default from 10,000 buffered rows).
 
-Run: ``.venv/bin/python bench/join_state.py [B ...]`` (default 25,000 250,000 2,500,000;
+Run: ``.venv/bin/python bench/run.py state join-calls [B ...]`` (default 25,000 250,000 2,500,000;
 prints a Markdown table).
 """
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import statistics
-import sys
 import time
 
 import numpy as np
@@ -85,8 +85,16 @@ def measure(buffered: int, repeat: int = 5) -> dict[str, float]:
     return out
 
 
-def main() -> None:
-    sizes = [int(a) for a in sys.argv[1:]] or [25_000, 250_000, 2_500_000]
+def parser() -> argparse.ArgumentParser:
+    """The command line: the sizes to measure."""
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("sizes", type=int, nargs="*", default=[25_000, 250_000, 2_500_000],
+                    help="buffered rows per side (default 25000 250000 2500000)")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> None:
+    sizes = parser().parse_args(argv).sizes
     print("| buffered rows per side | blob bytes | decode ms | step ms, whole buffer | "
           "step ms, narrowed | encode ms |")
     print("|---:|---:|---:|---:|---:|---:|")
@@ -94,7 +102,3 @@ def main() -> None:
         m = measure(b)
         print(f"| {b:,} | {m['blob_bytes']:,.0f} | {m['decode']:.1f} | {m['whole']:.1f} | "
               f"{m['narrowed']:.1f} | {m['encode']:.1f} |")
-
-
-if __name__ == "__main__":
-    main()

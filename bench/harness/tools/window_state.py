@@ -1,7 +1,7 @@
 """One session-window call at a large state, without Spark: decode, step, encode (issue 34).
 
-    .venv/bin/python bench/window_state.py                       # 25k, 250k, 1.25M sessions
-    .venv/bin/python bench/window_state.py --sessions 1250000 --rows 12500
+    .venv/bin/python bench/run.py state window-calls              # 25k, 250k, 1.25M sessions
+    .venv/bin/python bench/run.py state window-calls --sessions 1250000 --rows 12500
 
 One key group of the ``window-session-state`` workload (bench/harness/windows.py: gap 1 h,
 the six aggregations): a first call opens ``--sessions`` sessions (one per key), then each
@@ -25,10 +25,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from harness import windows as hw  # noqa: E402
+from harness import windows as hw
 
 SPAN_US = 120_000_000
+
+BENCH = Path(__file__).resolve().parents[2]  # bench/
 
 
 def _frame(rng: np.random.Generator, k: np.ndarray, t: np.ndarray) -> pd.DataFrame:
@@ -74,15 +75,20 @@ def measure(sessions: int, rows: int, repeat: int, narrowed: bool) -> dict[str, 
             **{f"{p}_ms": 1000 * s for p, s in best.items()}}
 
 
-def main(argv: list[str] | None = None) -> int:
+def parser() -> argparse.ArgumentParser:
+    """The command line (``bench/run.py --help`` lists where it is)."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sessions", type=int, nargs="+", default=[25_000, 250_000, 1_250_000])
     ap.add_argument("--rows", type=int, default=12_500, help="rows per timed call")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--out", type=Path, default=None)
-    args = ap.parse_args(argv)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
     lines = [f"# One session-window call at a large state ({dt.date.today()})", "",
-             f"`bench/window_state.py {' '.join(sys.argv[1:])}`: one key group, {args.rows:,} "
+             f"`{' '.join(sys.argv)}`: one key group, {args.rows:,} "
              f"rows per call at random keys, CPU ms (best of {args.repeat}).", "",
              "| held sessions | blob MB | step, every group encoded | step, narrowed | "
              "decode | encode |", "|---:|---:|---:|---:|---:|---:|"]
@@ -94,12 +100,8 @@ def main(argv: list[str] | None = None) -> int:
                      f"{narrow['step_ms']:,.0f} | {narrow['decode_ms']:,.0f} | "
                      f"{narrow['encode_ms']:,.0f} |")
     report = "\n".join(lines) + "\n"
-    out = args.out or (Path(__file__).parent / "results"
+    out = args.out or (BENCH / "results"
                        / f"{dt.date.today()}-window-state-calls.md")
     out.write_text(report)
     print(report)
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
