@@ -116,9 +116,9 @@ def _workloads(prog: str) -> str:
 def parse(argv: list[str]) -> argparse.Namespace:
     """Parse a command line without running it (the docs' commands are checked with this)."""
     prog, module, rest = resolve(argv)
-    ap = module.parser(prog, _workloads(prog)) if module.__name__ == THROUGHPUT else module.parser()
-    ap.prog = prog
-    return ap.parse_args(rest)
+    if module.__name__ == THROUGHPUT:
+        return module.parser(prog, _workloads(prog)).parse_args(rest)
+    return module.parser().parse_args(rest)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -127,12 +127,4 @@ def main(argv: list[str] | None = None) -> int:
     if module.__name__ == THROUGHPUT:
         return int(module.main(rest, prog, _workloads(prog)))
     sys.argv = [*prog.split(), *rest]  # what the measurement records as its command
-    real = module.parser
-
-    def named() -> argparse.ArgumentParser:
-        ap = real()
-        ap.prog = prog
-        return ap
-
-    module.parser = named  # so its --help and errors name the subcommand
     return int(module.main(rest) or 0)

@@ -135,6 +135,8 @@ def test_every_subcommand_builds_its_parser() -> None:
             prog, module, _ = bench_main.resolve(argv)
             assert prog == "bench/run.py " + " ".join(argv)
             assert callable(module.main)
+            if module.__name__ != bench_main.THROUGHPUT:
+                assert module.parser().prog == prog  # its --help and errors name the command
             with pytest.raises(SystemExit) as exc:
                 bench_main.parse([*argv, "--help"])
             assert exc.value.code == 0

@@ -53,8 +53,9 @@ def run(python: str, args: list[str], work: Path, label: str) -> dict[str, tuple
 
 
 def parser() -> argparse.ArgumentParser:
-    """The command line (``bench/run.py --help`` lists where it is)."""
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    """``bench/run.py ab --help``."""
+    ap = argparse.ArgumentParser(
+        prog="bench/run.py ab", description=__doc__.splitlines()[0])
     ap.add_argument("--a-python", required=True)
     ap.add_argument("--b-python", required=True)
     ap.add_argument("--rounds", type=int, default=2)

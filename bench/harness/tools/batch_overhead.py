@@ -35,8 +35,9 @@ from harness.floor import floor_on
 
 
 def parser() -> argparse.ArgumentParser:
-    """The command line (``bench/run.py --help`` lists where it is)."""
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    """``bench/run.py batch-overhead --help``."""
+    ap = argparse.ArgumentParser(
+        prog="bench/run.py batch-overhead", description=__doc__.split("\n\n")[0])
     ap.add_argument("--rows", type=int, default=100_000)
     ap.add_argument("--batches", type=int, default=3)
     ap.add_argument("--small-batches", type=int, default=8)

@@ -209,8 +209,9 @@ def _canonical(rows: list[dict]) -> list[tuple]:
 
 
 def parser() -> argparse.ArgumentParser:
-    """The command line (``bench/run.py --help`` lists where it is)."""
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    """``bench/run.py chains --help``."""
+    ap = argparse.ArgumentParser(
+        prog="bench/run.py chains", description=__doc__.split("\n\n")[0])
     ap.add_argument("--rows", type=int, default=100_000, help="orders per micro-batch")
     ap.add_argument("--batches", type=int, default=5)
     ap.add_argument("--keys", type=int, default=10_000, help="customers")

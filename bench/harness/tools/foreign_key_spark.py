@@ -92,7 +92,8 @@ def run(spark: Any, log: list[JoinBatch], key_groups: int) -> list[int]:
 
 def parser() -> argparse.ArgumentParser:
     """The command line: the right table's keys."""
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(
+        prog="bench/run.py foreign-key", description=__doc__.split("\n\n")[0])
     ap.add_argument("right", type=int, nargs="?", default=10_000, help="right table keys (10000)")
     return ap
 

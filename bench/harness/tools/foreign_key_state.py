@@ -106,7 +106,8 @@ def measure(n_right: int, n_left: int = 10_000, repeat: int = 5) -> dict[str, fl
 
 def parser() -> argparse.ArgumentParser:
     """The command line (no options)."""
-    return argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    return argparse.ArgumentParser(
+        prog="bench/run.py state fk-calls", description=__doc__.split("\n\n")[0])
 
 
 def main(argv: list[str] | None = None) -> None:

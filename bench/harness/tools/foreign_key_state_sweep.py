@@ -108,8 +108,9 @@ def run(spark: Any, root: Path, work: Path, key_groups: int | None = None) -> di
 
 
 def parser() -> argparse.ArgumentParser:
-    """The command line (``bench/run.py --help`` lists where it is)."""
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    """``bench/run.py state fk-sweep --help``."""
+    ap = argparse.ArgumentParser(
+        prog="bench/run.py state fk-sweep", description=__doc__.split("\n\n")[0])
     ap.add_argument("--right", type=int, nargs="+", default=[100_000, 1_000_000])
     ap.add_argument("--left", type=int, default=100_000)
     ap.add_argument("--batches", type=int, default=5)

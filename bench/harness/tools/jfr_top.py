@@ -1,4 +1,4 @@
-"""Summarise a Java Flight Recording from ``bench/run.py --jfr DIR``: where the JVM ran.
+"""Summarise a Java Flight Recording (``bench/run.py throughput --jfr DIR``): where the JVM ran.
 
 Run::
 
@@ -82,8 +82,9 @@ def category(frames: list[str]) -> str:
 
 
 def parser() -> argparse.ArgumentParser:
-    """The command line (``bench/run.py --help`` lists where it is)."""
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    """``bench/run.py profile jfr --help``."""
+    ap = argparse.ArgumentParser(
+        prog="bench/run.py profile jfr", description=__doc__.split("\n\n")[0])
     ap.add_argument("files", nargs="+")
     ap.add_argument("--top", type=int, default=20)
     return ap

@@ -119,7 +119,8 @@ def run(n: int) -> None:
 
 def parser() -> argparse.ArgumentParser:
     """The command line: rows per side."""
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(
+        prog="bench/run.py micro join-blob", description=__doc__.split("\n\n")[0])
     ap.add_argument("rows", type=int, nargs="?", default=10_000, help="rows per side (10000)")
     return ap
 

@@ -87,7 +87,8 @@ def measure(buffered: int, repeat: int = 5) -> dict[str, float]:
 
 def parser() -> argparse.ArgumentParser:
     """The command line: the sizes to measure."""
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(
+        prog="bench/run.py state join-calls", description=__doc__.split("\n\n")[0])
     ap.add_argument("sizes", type=int, nargs="*", default=[25_000, 250_000, 2_500_000],
                     help="buffered rows per side (default 25000 250000 2500000)")
     return ap

@@ -19,8 +19,9 @@ import time
 
 
 def parser() -> argparse.ArgumentParser:
-    """The command line (``bench/run.py --help`` lists where it is)."""
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    """``bench/run.py micro keygroup-planning --help``."""
+    ap = argparse.ArgumentParser(
+        prog="bench/run.py micro keygroup-planning", description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", default="8,1024,4096,65536")
     ap.add_argument("--repeat", type=int, default=7)
     return ap

@@ -118,8 +118,9 @@ def prepared_batch(
 
 
 def parser() -> argparse.ArgumentParser:
-    """The command line (``bench/run.py --help`` lists where it is)."""
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    """``bench/run.py profile join --help``."""
+    ap = argparse.ArgumentParser(
+        prog="bench/run.py profile join", description=__doc__.split("\n\n")[0])
     ap.add_argument("--workload", default="join-10k", choices=sorted(WORKLOADS))
     ap.add_argument("--rows", type=int, default=100_000)
     ap.add_argument("--batches", type=int, default=4)

@@ -87,8 +87,9 @@ def _cpu_us_per_row(fn: object, rows: int, repeat: int) -> float:
 
 
 def parser() -> argparse.ArgumentParser:
-    """The command line (``bench/run.py --help`` lists where it is)."""
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    """``bench/run.py micro output-path --help``."""
+    ap = argparse.ArgumentParser(
+        prog="bench/run.py micro output-path", description=__doc__.split("\n\n")[0])
     ap.add_argument("--rows", type=int, default=100_000, help="output rows in the Arrow batch")
     ap.add_argument("--states", type=int, default=4, help="key groups (state rows) in it")
     ap.add_argument("--repeat", type=int, default=5, help="timings, best kept")

@@ -74,8 +74,9 @@ def categorise(rows: list[tuple[list[str], int]]) -> Counter[str]:
 
 
 def parser() -> argparse.ArgumentParser:
-    """The command line (``bench/run.py --help`` lists where it is)."""
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    """``bench/run.py profile pyspy --help``."""
+    ap = argparse.ArgumentParser(
+        prog="bench/run.py profile pyspy", description=__doc__.split("\n\n")[0])
     ap.add_argument("files", nargs="+", type=Path)
     ap.add_argument("--top", type=int, default=15, help="top self frames to list")
     return ap

@@ -83,8 +83,9 @@ def plot(pts: dict[tuple[str, str, str], dict[int, float]], out: Path) -> None:
 
 
 def parser() -> argparse.ArgumentParser:
-    """The command line (``bench/run.py --help`` lists where it is)."""
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    """``bench/run.py state plot --help``."""
+    ap = argparse.ArgumentParser(
+        prog="bench/run.py state plot", description=__doc__.split("\n\n")[0])
     ap.add_argument("files", nargs="+", type=Path)
     ap.add_argument("--out", type=Path,
                     default=Path(__file__).resolve().parents[3] / "docs"

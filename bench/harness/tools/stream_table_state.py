@@ -113,7 +113,8 @@ def measure(keys: int, repeat: int = 5) -> dict[str, float]:
 
 def parser() -> argparse.ArgumentParser:
     """The command line: the sizes to measure."""
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(
+        prog="bench/run.py state stream-table-calls", description=__doc__.split("\n\n")[0])
     ap.add_argument("sizes", type=int, nargs="*", default=[25_000, 250_000, 2_500_000],
                     help="table keys in the key group (default 25000 250000 2500000)")
     return ap

@@ -216,8 +216,9 @@ ENGINES = {"native": run_native, "interlace": run_interlace, "floor": run_floor}
 
 
 def parser() -> argparse.ArgumentParser:
-    """The command line (``bench/run.py --help`` lists where it is)."""
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    """``bench/run.py table-aggregate --help``."""
+    ap = argparse.ArgumentParser(
+        prog="bench/run.py table-aggregate", description=__doc__.split("\n\n")[0])
     ap.add_argument("--rows", type=int, default=100_000, help="updates per micro-batch")
     ap.add_argument("--batches", type=int, default=5)
     ap.add_argument("--keys", type=int, default=1_000_000)

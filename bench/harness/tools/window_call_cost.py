@@ -55,8 +55,9 @@ def aggregations(which: str) -> list[Aggregation]:
 
 
 def parser() -> argparse.ArgumentParser:
-    """The command line (``bench/run.py --help`` lists where it is)."""
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    """``bench/run.py micro window-call --help``."""
+    ap = argparse.ArgumentParser(
+        prog="bench/run.py micro window-call", description=__doc__.splitlines()[0])
     ap.add_argument("--keys", type=int, default=1000)
     ap.add_argument("--calls", type=int, default=60, help="micro-batches of 8 rows")
     return ap

@@ -192,10 +192,11 @@ def _print_hot_path(data: hw.WindowData, kind: str, kgs: list[int], args: Any) -
 
 
 def parser() -> argparse.ArgumentParser:
-    """The command line (``bench/run.py --help`` lists where it is)."""
+    """``bench/run.py profile window --help``."""
     from interlace.state.keygroups import DEFAULT_KEY_GROUPS
 
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(
+        prog="bench/run.py profile window", description=__doc__.split("\n\n")[0])
     ap.add_argument("--rows", type=int, help="rows per micro-batch (100000)")
     ap.add_argument("--batches", type=int, help="data micro-batches (4)")
     ap.add_argument("--keys", type=int, help="distinct keys (10000)")

@@ -76,8 +76,9 @@ def measure(sessions: int, rows: int, repeat: int, narrowed: bool) -> dict[str, 
 
 
 def parser() -> argparse.ArgumentParser:
-    """The command line (``bench/run.py --help`` lists where it is)."""
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    """``bench/run.py state window-calls --help``."""
+    ap = argparse.ArgumentParser(
+        prog="bench/run.py state window-calls", description=__doc__.split("\n\n")[0])
     ap.add_argument("--sessions", type=int, nargs="+", default=[25_000, 250_000, 1_250_000])
     ap.add_argument("--rows", type=int, default=12_500, help="rows per timed call")
     ap.add_argument("--repeat", type=int, default=3)
