@@ -26,8 +26,9 @@ from harness import main as bench_main  # noqa: E402
 
 DOCS = sorted((ROOT / "docs").glob("*.md")) + [ROOT / "README.md"]
 FENCE = re.compile(r"^(```|~~~)")
-#: A quoted script path; one after ``COMMIT:`` names a file git keeps (``git show C:bench/x.py``).
-PATH = re.compile(r"(?<![\w/.:-])bench/[\w/]+\.py\b")
+#: A quoted script path or a link to one (``../bench/x.py``); one after ``COMMIT:`` names a file
+#: git keeps (``git show C:bench/x.py``) and is not checked.
+PATH = re.compile(r"(?:(?<=\.\./)|(?<![\w/.:-]))bench/[\w/]+\.py\b")
 #: Where a quoted command ends: a comment, a pipe or redirect, the next command.
 END = re.compile(r"\s(?:#|\||>|&&|;)\s?")
 
