@@ -32,6 +32,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from interlace.explain_cells import (
+    BASE,
+    EPOCH,
+    by_batch,
+    cell_writer,
+    naive,
+    parse_aggregation,
+    render,
+    schema_of,
+    split_list,
+    ts_cell,
+)
+
 __all__ = [
     "OPERATORS",
     "Operator",
@@ -46,9 +59,6 @@ __all__ = [
     "parse_events",
 ]
 
-BASE = _dt.datetime(2026, 1, 1)
-_EPOCH = _dt.datetime(1970, 1, 1)
-_META = ("side", "ts", "_label", "_index")
 _LATE = ("lateness_ms", "late_data", "allowed_lateness_ms", "dlq_horizon_ms")
 
 
@@ -155,77 +165,6 @@ def explain_log(path: str | Path, operator: str = "join", arrival: str = "ts", *
     return OPERATORS[operator].explain(events, **kw)
 
 
-def _schema(events: Sequence[dict], needed: Sequence[str]) -> tuple[Any, Callable[[dict], dict]]:
-    """Return the Arrow schema of the events' fields (and ``needed``) and a row builder."""
-    import pyarrow as pa
-
-    cols = sorted({k for e in events for k in e if k not in _META} | set(needed) - {"ts"})
-    types = {}
-    for c in cols:
-        vals = [e.get(c) for e in events if e.get(c) is not None]
-        nums = [v for v in vals if isinstance(v, int | float) and not isinstance(v, bool)]
-        if vals and len(nums) == len(vals):
-            types[c] = pa.int64() if all(isinstance(v, int) for v in nums) else pa.float64()
-        else:
-            types[c] = pa.string()
-    schema = pa.schema([pa.field(c, types[c]) for c in cols] + [pa.field("ts", pa.timestamp("ns"))])
-
-    def row(e: dict[str, Any]) -> dict[str, Any]:
-        r = {c: e.get(c) for c in cols}
-        r = {c: str(v) if types[c] == pa.string() and v is not None else v for c, v in r.items()}
-        r["ts"] = e["ts"]
-        return r
-
-    return schema, row
-
-
-def cell_writer(events: Sequence[dict[str, Any]]) -> Callable[[Any], str]:
-    """Return how a table cell shows a value.
-
-    Times as seconds after ``BASE`` when every event's ``ts`` is a number (else ISO),
-    ``null``, lower-case booleans, floats to 6 places.
-    """
-    numeric = all(isinstance(e["_label"], int | float) for e in events)
-
-    def cell(v: Any) -> str:
-        if isinstance(v, _dt.datetime):
-            s = (_naive(v) - BASE).total_seconds()
-            return (str(int(s)) if s.is_integer() else str(s)) if numeric else _naive(v).isoformat()
-        if isinstance(v, bool) or v is None:
-            return "null" if v is None else str(v).lower()
-        return str(round(v, 6)) if isinstance(v, float) else str(v)
-
-    return cell
-
-
-def _render(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    """Lay out a table: header, a rule, then the rows, columns padded to their widths."""
-    widths = [max(len(header[i]), *(len(r[i]) for r in rows)) for i in range(len(header))]
-    lines = [" | ".join(h.ljust(w) for h, w in zip(header, widths, strict=True))]
-    lines.append("-+-".join("-" * w for w in widths))
-    lines += [" | ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
-    return "\n".join(lines)
-
-
-def _ts_cell(events: Sequence[dict[str, Any]], b: int) -> str:
-    """The first cell of batch ``b``: the event's ``ts`` as written, or the no-data batch."""
-    return str(events[b]["_label"]) if b < len(events) else "(no-data batch)"
-
-
-def _naive(v: _dt.datetime | None) -> _dt.datetime:
-    """``v`` as a naive UTC datetime (``BASE`` for None, a dead letter's bounds)."""
-    if v is None:
-        return BASE
-    return v.astimezone(_dt.timezone.utc).replace(tzinfo=None) if v.tzinfo else v
-
-
-def _by_batch(rows: Sequence[tuple[int, dict[str, Any]]]) -> dict[int, list[dict[str, Any]]]:
-    out: dict[int, list[dict[str, Any]]] = {}
-    for b, r in rows:
-        out.setdefault(b, []).append(r)
-    return out
-
-
 def _null(v: Any) -> str:
     """A cell value: ``null`` for None."""
     return "null" if v is None else str(v)
@@ -309,7 +248,7 @@ def _batch_rows(
     """
     from interlace.testing.log import JoinBatch
 
-    schema, row = _schema(events, fields)
+    schema, row = schema_of(events, fields)
     log = [
         JoinBatch(left=(row(e),)) if e["side"] == "left" else JoinBatch(right=(row(e),))
         for e in events
@@ -319,13 +258,13 @@ def _batch_rows(
     for how in hows:
         result = run(how, log, schema)
         n_batches = max(n_batches, len(result.watermarks_ms))
-        per_how[how] = _by_batch(result.rows)
+        per_how[how] = by_batch(result.rows)
     rows = []
     for b in range(n_batches):
         e = events[b] if b < len(events) else {}
         sides = [shown(e) if e.get("side") == s else "" for s in ("left", "right")]
-        rows.append([_ts_cell(events, b), *sides, *(cell(h, per_how[h].get(b, [])) for h in hows)])
-    return _render(["ts", "left", "right", *hows], rows)
+        rows.append([ts_cell(events, b), *sides, *(cell(h, per_how[h].get(b, [])) for h in hows)])
+    return render(["ts", "left", "right", *hows], rows)
 
 
 def explain_join(
@@ -526,23 +465,6 @@ def explain_foreign_key(
     )
 
 
-def parse_aggregation(text: str) -> Any:
-    """Parse ``AGG[:COLUMN][=ALIAS]`` (``count``, ``sum:value``, ``avg:value=mean``).
-
-    Args:
-        text: The aggregation; the alias defaults to ``AGG`` or ``AGG_COLUMN``.
-
-    Returns:
-        An :class:`~interlace.Aggregation`.
-    """
-    from interlace.operators.window import Aggregation
-
-    spec, _, alias = text.partition("=")
-    agg, _, column = (s.strip() for s in spec.partition(":"))
-    alias = alias.strip() or (f"{agg}_{column}" if column else agg)
-    return Aggregation(agg=agg, column=column or None, as_=alias)  # type: ignore[arg-type]
-
-
 def explain_window(
     events: Sequence[dict[str, Any]],
     *,
@@ -588,7 +510,7 @@ def explain_window(
             if v is not None and (isinstance(v, bool) or not isinstance(v, int | float)):
                 msg = f"event {e['_index']}: field `{a.column}` must be a number for {a.agg}"
                 raise ValueError(msg)
-    schema, row = _schema(events, inputs)
+    schema, row = schema_of(events, inputs)
     spec = Window(
         kind=kind,  # type: ignore[arg-type]
         aggregations=aggs,
@@ -612,48 +534,49 @@ def explain_window(
         return [bounds, *(cell(r.get(c)) for c in out_cols)]
 
     def order(r: dict[str, Any]) -> tuple[Any, ...]:
-        bounds = [_naive(r[spec.window_start_column]), _naive(r[spec.window_end_column])]
+        bounds = [naive(r[spec.window_start_column]), naive(r[spec.window_end_column])]
         groups = [str(r.get(c)) for c in group_by]
         return (bool(r.get("_dead_letter")), bounds, groups, r.get("revision") or 0)
 
-    per_batch = _by_batch(run.rows)
+    per_batch = by_batch(run.rows)
     rows = []
     for b in range(max(len(events), len(run.watermarks_ms))):
         w = run.watermarks_ms[b] if b < len(run.watermarks_ms) else 0
-        wm = cell(_EPOCH + _dt.timedelta(milliseconds=w + spec.horizon_ms)) if w > 0 else "-"
+        wm = cell(EPOCH + _dt.timedelta(milliseconds=w + spec.horizon_ms)) if w > 0 else "-"
         e = events[b] if b < len(events) else {}
         event = " ".join(f"{c}={cell(e.get(c))}" for c in inputs if c != "ts") if e else ""
         lines = [emitted(r) for r in sorted(per_batch.get(b, []), key=order)]
         for j, line in enumerate(lines or [[""] * (1 + len(out_cols))]):
-            rows.append(([_ts_cell(events, b), event, wm] if j == 0 else ["", "", ""]) + line)
-    return _render(["ts", "event", "wm", "window", *out_cols], rows)
+            rows.append(([ts_cell(events, b), event, wm] if j == 0 else ["", "", ""]) + line)
+    return render(["ts", "event", "wm", "window", *out_cols], rows)
 
 
 def _join_cli(events: Sequence[dict[str, Any]], *, how: str = "", **kwargs: Any) -> str:
     """:func:`explain_join` with the CLI's options (``how`` comma-separated)."""
-    return explain_join(events, **({"hows": _split(how)} if how else {}), **kwargs)
+    return explain_join(events, **({"hows": split_list(how)} if how else {}), **kwargs)
 
 
 def _stream_table_cli(events: Sequence[dict[str, Any]], *, how: str = "", **kwargs: Any) -> str:
     """:func:`explain_stream_table` with the CLI's options (``how`` comma-separated)."""
-    return explain_stream_table(events, **({"hows": _split(how)} if how else {}), **kwargs)
+    return explain_stream_table(events, **({"hows": split_list(how)} if how else {}), **kwargs)
 
 
 def _table_cli(events: Sequence[dict[str, Any]], *, how: str = "", **kwargs: Any) -> str:
     """:func:`explain_table` with the CLI's options (``how`` comma-separated)."""
-    return explain_table(events, **({"hows": _split(how)} if how else {}), **kwargs)
+    return explain_table(events, **({"hows": split_list(how)} if how else {}), **kwargs)
 
 
 def _foreign_key_cli(events: Sequence[dict[str, Any]], *, how: str = "", **kwargs: Any) -> str:
     """:func:`explain_foreign_key` with the CLI's options (``how`` comma-separated)."""
-    return explain_foreign_key(events, **({"hows": _split(how)} if how else {}), **kwargs)
+    return explain_foreign_key(events, **({"hows": split_list(how)} if how else {}), **kwargs)
 
 
 def _window_cli(
     events: Sequence[dict[str, Any]], *, group_by: str = "key", agg: str = "count", **kwargs: Any
 ) -> str:
     """:func:`explain_window` with the CLI's options (``group_by``, ``agg`` comma-separated)."""
-    return explain_window(events, group_by=_split(group_by), aggregations=_split(agg), **kwargs)
+    return explain_window(events, group_by=split_list(group_by), aggregations=split_list(agg),
+                          **kwargs)
 
 
 def _aggregate_cli(events: Sequence[dict[str, Any]], **kwargs: Any) -> str:
@@ -661,10 +584,6 @@ def _aggregate_cli(events: Sequence[dict[str, Any]], **kwargs: Any) -> str:
     from interlace.explain_aggregate import aggregate_cli
 
     return aggregate_cli(events, **kwargs)
-
-
-def _split(text: str) -> list[str]:
-    return [part.strip() for part in text.split(",") if part.strip()]
 
 
 @dataclass(frozen=True)

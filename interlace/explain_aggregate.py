@@ -15,15 +15,15 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from interlace.explain import (
-    _EPOCH,
-    _by_batch,
-    _render,
-    _schema,
-    _split,
-    _ts_cell,
+from interlace.explain_cells import (
+    EPOCH,
+    by_batch,
     cell_writer,
     parse_aggregation,
+    render,
+    schema_of,
+    split_list,
+    ts_cell,
 )
 
 __all__ = ["explain_aggregate"]
@@ -63,7 +63,7 @@ def explain_aggregate(
         if not any(c in e for e in events):
             msg = f"field `{c}` (--key / --group-by / --agg) is in no event"
             raise ValueError(msg)
-    schema, row = _schema(events, inputs)
+    schema, row = schema_of(events, inputs)
     spec = TableAggregate(keys=[key], group_by=group_by, aggregations=aggs,
                           event_time_column="ts", key_groups=1, **spec_kwargs)
     run = run_table_aggregate_locally(spec, [[row(e)] for e in events], schema)
@@ -77,22 +77,22 @@ def explain_aggregate(
             return [f"dead letter: {reason}", *([""] * (len(out_cols) - 1))]
         return [cell(r.get(c)) for c in out_cols]
 
-    per_batch = _by_batch(run.rows)
+    per_batch = by_batch(run.rows)
     shown = [c for c in inputs if c != "ts"]
     rows = []
     for b in range(max(len(events), len(run.watermarks_ms))):
         w = run.watermarks_ms[b] if b < len(run.watermarks_ms) else 0
-        wm = cell(_EPOCH + _dt.timedelta(milliseconds=w + spec.horizon_ms)) if w > 0 else "-"
+        wm = cell(EPOCH + _dt.timedelta(milliseconds=w + spec.horizon_ms)) if w > 0 else "-"
         e = events[b] if b < len(events) else {}
         event = " ".join(f"{c}={cell(e.get(c))}" for c in shown) if e else ""
         lines = [emitted(r) for r in per_batch.get(b, [])]
         for j, line in enumerate(lines or [[""] * len(out_cols)]):
-            rows.append(([_ts_cell(events, b), event, wm] if j == 0 else ["", "", ""]) + line)
-    return _render(["ts", "event", "wm", *out_cols], rows)
+            rows.append(([ts_cell(events, b), event, wm] if j == 0 else ["", "", ""]) + line)
+    return render(["ts", "event", "wm", *out_cols], rows)
 
 
 def aggregate_cli(events: Sequence[dict[str, Any]], *, key: str = "key",
                   group_by: str = "group", agg: str = "count", **kwargs: Any) -> str:
     """:func:`explain_aggregate` with the CLI's options (``group_by``, ``agg`` comma-separated)."""
-    return explain_aggregate(events, key=key, group_by=_split(group_by),
-                             aggregations=_split(agg), **kwargs)
+    return explain_aggregate(events, key=key, group_by=split_list(group_by),
+                             aggregations=split_list(agg), **kwargs)

@@ -88,13 +88,32 @@ BODY_CODEC, BODY_CODEC_LEVEL = "zstd", 1
 Migration = Callable[[dict[str, Any]], dict[str, Any]]
 
 
+#: (kind, version) -> the upgrade of that kind's version-``v`` body to ``v + 1``, registered by
+#: the module that owns the body (:mod:`interlace.state.buffers` for ``join`` 1 → 2; the
+#: package imports it, so it is registered before any blob is decoded). This module imports
+#: none of them: the Arrow code of a body stays with its kind.
+_BODY_UPGRADES: dict[tuple[str, int], Callable[[dict[str, Any]], dict[str, Any]]] = {}
+#: The kinds whose version-1 body differs from version 2's.
+_V1_BODIES_CHANGED = ("join",)
+
+
+def register_body_upgrade(
+    kind: str, from_version: int, fn: Callable[[dict[str, Any]], dict[str, Any]]
+) -> None:
+    """Register ``fn`` to upgrade a ``kind`` body of ``from_version`` (the envelope's ``v``)."""
+    _BODY_UPGRADES[(kind, from_version)] = fn
+
+
 def _upgrade_v1_to_v2(envelope: dict[str, Any]) -> dict[str, Any]:
     """Version 1 → 2: a join body drops the duplicated ``__il_tus``; other kinds keep theirs."""
     body = envelope.get("body")
-    if envelope.get("kind") == "join" and isinstance(body, dict):
-        from interlace.state.buffers import upgrade_join_body_v1  # Arrow only for join blobs
-
-        body = upgrade_join_body_v1(body)
+    kind = envelope.get("kind")
+    if kind in _V1_BODIES_CHANGED and isinstance(body, dict):
+        step = _BODY_UPGRADES.get((str(kind), 1))
+        if step is None:
+            msg = f"no upgrade of a version-1 {kind} body is registered (import interlace.state)"
+            raise StateDecodeError(msg)
+        body = step(body)
     return {**envelope, "v": 2, "body": body}
 
 

@@ -246,3 +246,6 @@ def upgrade_join_body_v1(body: Mapping[str, Any]) -> dict[str, Any]:
     out["times"] = times
     out["extra"] = dict(body.get("extra") or {})
     return out
+
+
+blob.register_body_upgrade("join", 1, upgrade_join_body_v1)

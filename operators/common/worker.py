@@ -199,9 +199,10 @@ def guard_source_checkout(spark: Any) -> None:
     shadow = Path.cwd() / "interlace" / "__init__.py"
     if not shadow.is_file():
         return
-    import interlace
-
-    if shadow.resolve().parent == Path(interlace.__file__).resolve().parent:
+    # The package this module belongs to is imported already (sys.modules, not an import:
+    # interlace's __init__ imports the operators, which import this module).
+    imported = Path(sys.modules["interlace"].__file__ or "").resolve().parent
+    if shadow.resolve().parent == imported:
         return  # the checkout *is* the imported package (editable install): workers agree
     try:
         sc = spark.sparkContext
