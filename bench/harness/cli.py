@@ -43,14 +43,14 @@ DEPRECATED_JOIN_FORMATS = (1,)
 PROG = "bench/run.py throughput"
 
 
-def parser(prog: str = PROG, workloads: str = "*") -> argparse.ArgumentParser:
+def parser(prog: str = PROG, default_workloads: str = "*") -> argparse.ArgumentParser:
     """The command line (``bench/run.py throughput --help``; ``state sweep`` with its default
     ``workloads``)."""
     ap = argparse.ArgumentParser(
         prog=prog, description=__doc__.split("\n\n")[0].split(": ", 1)[1],
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="workloads: " + ", ".join(load()))
-    ap.add_argument("--workloads", default=workloads,
+    ap.add_argument("--workloads", default=default_workloads,
                     help="comma list of names, globs or families (join, window, table); "
                          "default: all")
     ap.add_argument("--stores", default="hdfs,rocksdb", help="comma list of hdfs, rocksdb")
@@ -138,10 +138,10 @@ def join_formats(spark: Any, arg: str, stores: list[str], work: Path,
     return found, [f for f, a in ok.items() if a == "ok" and f not in DEPRECATED_JOIN_FORMATS]
 
 
-def main(argv: list[str] | None = None, prog: str = PROG, workloads: str = "*") -> int:
+def main(argv: list[str] | None = None, prog: str = PROG, default_workloads: str = "*") -> int:
     """Run the benchmark; 0 when every check held."""
     argv = sys.argv[1:] if argv is None else argv
-    ap = parser(prog, workloads)
+    ap = parser(prog, default_workloads)
     args = ap.parse_args(argv)
     if args.list:
         for w in load().values():
