@@ -58,6 +58,7 @@ __all__ = [
     "SUPPORTED_PYSPARK",
     "UnsupportedVersionError",
     "conf_items",
+    "observed_fields",
     "override",
     "pyspark_invalidates_import_caches_every_task",
     "pyspark_version",
@@ -277,17 +278,32 @@ def with_observed_input_rows(
     sources = progress.get("sources") or []
     if any(int(s.get("numInputRows") or 0) for s in sources):
         return progress, None
-    counts: dict[str, int] = {}
-    for name, row in (progress.get("observedMetrics") or {}).items():
-        if not str(name).startswith("src_") or row is None:
-            continue
-        fields = row.asDict() if hasattr(row, "asDict") else dict(row)
-        counts[str(name).removeprefix("src_")] = int(fields.get(OBSERVED_ROWS) or 0)
+    counts = {
+        str(name).removeprefix("src_"): int(observed_fields(row).get(OBSERVED_ROWS) or 0)
+        for name, row in (progress.get("observedMetrics") or {}).items()
+        if str(name).startswith("src_")
+    }
     total = sum(counts.values())
     if not total:
         return progress, None
-    from_sources = sum(n for name, n in counts.items() if name not in set(channels))
+    skip = set(channels)
+    from_sources = sum(n for name, n in counts.items() if name not in skip)
     return {**progress, "numInputRows": total}, from_sources
+
+
+def observed_fields(row: Any) -> dict[str, Any]:
+    """The values of one ``observedMetrics`` entry of a progress, by name.
+
+    The entry is a ``Row`` (classic PySpark), a dict (a progress read back from JSON), ``None``
+    (a metric not reported yet), or, over Spark Connect, ``Row(values=[...], schema={...})``.
+    """
+    if row is None:
+        return {}
+    fields = row.asDict() if hasattr(row, "asDict") else dict(row)
+    if set(fields) == {"values", "schema"}:
+        names = [f["name"] for f in fields["schema"]["fields"]]
+        fields = dict(zip(names, fields["values"], strict=True))
+    return fields
 
 
 def pyspark_invalidates_import_caches_every_task() -> bool:

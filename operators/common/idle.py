@@ -53,6 +53,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from interlace.operators.common.compat import observed_fields
 from interlace.operators.common.names import CLOCK_COLUMN, TICK_COLUMN
 from interlace.operators.errors import ConfigError
 
@@ -290,15 +291,8 @@ def batch_metrics(query: Any) -> dict[str, dict[str, Any]]:
 
 
 def _metric(row: Any, name: str) -> Any:
-    """One observed value of a progress's ``observedMetrics`` entry (a Row or a dict).
-
-    Spark Connect's ``recentProgress`` holds each as ``Row(values=[...], schema={...})``.
-    """
-    fields = row.asDict() if hasattr(row, "asDict") else dict(row)
-    if set(fields) == {"values", "schema"}:
-        names = [f["name"] for f in fields["schema"]["fields"]]
-        fields = dict(zip(names, fields["values"], strict=True))
-    return fields.get(name)
+    """One observed value of a progress's ``observedMetrics`` entry (any form it comes in)."""
+    return observed_fields(row).get(name)
 
 
 def _write_heartbeat(folder: Path, stamp_us: int) -> None:

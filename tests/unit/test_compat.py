@@ -196,3 +196,16 @@ def test_the_import_cache_fast_path_is_not_installed_where_pyspark_guards_itself
     monkeypatch.setattr(compat, "pyspark_invalidates_import_caches_every_task", lambda: False)
     assert not install_import_cache_fast_path()
     assert not getattr(importlib.invalidate_caches, "_interlace", False)
+
+
+def test_observed_fields_reads_every_form_a_progress_holds():
+    from pyspark.sql import Row
+
+    assert compat.observed_fields(Row(rows=3, max_event_time=None)) == {
+        "rows": 3, "max_event_time": None}
+    assert compat.observed_fields({"rows": 4}) == {"rows": 4}  # a progress read from JSON
+    assert compat.observed_fields(None) == {}  # not reported yet
+    # Spark Connect: Row(values=[...], schema={...}).
+    connect = Row(values=[5, "2026-01-01"], schema={"fields": [{"name": "rows"},
+                                                               {"name": "max_event_time"}]})
+    assert compat.observed_fields(connect) == {"rows": 5, "max_event_time": "2026-01-01"}
