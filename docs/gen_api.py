@@ -41,6 +41,8 @@ MODULES = [
     "interlace.pipeline.values",
     "interlace.pipeline.ddl",
     "interlace.runner",
+    "interlace.run_inputs",
+    "interlace.run_progress",
     "interlace.chain",
     "interlace.targets",
     "interlace.sinks",

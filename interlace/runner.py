@@ -5,18 +5,22 @@ until its sources are exhausted (``availableNow``) or forever (``continuous=True
 checkpoints to ``[spark] checkpoint``: a rerun resumes from there, and the DuckDB target skips
 batches it already committed, so a run killed at any point and rerun gives exactly the
 uninterrupted result.
+
+Here: one query of a run (``_StageQuery``: its input built, its ``foreachBatch`` sink into
+the target or a chain's channels, its progress drained) and :func:`run_pipeline`, which
+starts the queries, one per chain stage, and watches them. The input each query reads is
+built by :mod:`interlace.run_inputs` (:func:`build_query_input`); the progress lines and
+the :class:`RunSummary` are :mod:`interlace.run_progress`'s. Both are re-exported here.
 """
 
 from __future__ import annotations
 
 import contextlib
 import datetime as _dt
-import json
 import signal
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -28,13 +32,12 @@ from interlace.idle_run import (
     idle_sources,
     observe_before_commit,
     unread_input,
-    with_idle_sources,
     without_heartbeats,
 )
 from interlace.metrics import rows_read_from
-from interlace.operators.common.compat import OBSERVED_ROWS, with_observed_input_rows
+from interlace.operators.common.compat import with_observed_input_rows
 from interlace.operators.common.idle import restore_held
-from interlace.operators.common.names import CLOCK_COLUMN, DEAD_LETTER_COLUMN, TICK_COLUMN
+from interlace.operators.common.names import DEAD_LETTER_COLUMN
 from interlace.operators.common.pending import schedule_pending_no_data_batch
 from interlace.operators.errors import ConfigError
 from interlace.pipeline.checkpoint import (
@@ -43,256 +46,16 @@ from interlace.pipeline.checkpoint import (
     record_checkpoint,
     state_encoding_for,
 )
+from interlace.run_inputs import build_query_input
+from interlace.run_progress import (
+    RunSummary,
+    _dropped_rows,
+    _late_rows,
+    _Progress,
+    _report_done,
+)
 
 __all__ = ["RunSummary", "build_query_input", "run_pipeline"]
-
-
-@dataclass
-class RunSummary:
-    """What a run did.
-
-    ``spark_dropped`` counts input rows Spark's watermark pre-filter removed before the
-    operator saw them (``numRowsDroppedByWatermark``); the operator's own late rows are in
-    ``counters``. ``malformed`` counts JSON / CSV records with a field Spark could not parse
-    (PERMISSIVE mode: the field is NULL, the raw record is kept for dead letters).
-
-    Of a chain: ``batches``, ``input_rows`` (read from sources, not channels), dead letters,
-    drops and malformed records summed over its stages, ``output_rows`` of the last stage,
-    ``counters`` as ``STAGE.NAME``, and each stage's own summary in ``stages``.
-
-    ``idle``: each join source with ``idle_timeout_ms`` -> since when it is idle (seconds
-    since the epoch) at the run's end, or None while active (docs/idle-inputs.md).
-    """
-
-    batches: int = 0
-    input_rows: int = 0
-    output_rows: int = 0
-    dead_letters: int = 0
-    spark_dropped: int = 0
-    malformed: int = 0
-    counters: dict[str, int] = field(default_factory=dict)
-    stopped_by_user: bool = False
-    seconds: float = 0.0
-    stages: dict[str, RunSummary] = field(default_factory=dict)
-    idle: dict[str, float | None] = field(default_factory=dict)
-
-
-def _check_kafka(spark: Any) -> None:
-    try:
-        spark.sparkContext._jvm.java.lang.Class.forName(
-            "org.apache.spark.sql.kafka010.KafkaSourceProvider"
-        )
-    except Exception as exc:
-        msg = (
-            "source format 'kafka' needs Spark's Kafka connector, which is not on the classpath. "
-            'Add it with [spark] conf = { "spark.jars.packages" = '
-            '"org.apache.spark:spark-sql-kafka-0-10_2.13:4.3.0" } (needs Maven access) or '
-            '{ "spark.jars" = "/path/to/spark-sql-kafka-0-10_2.13-4.3.0.jar,..." }'
-        )
-        raise ConfigError(msg) from exc
-
-
-def _read_source(spark: Any, src: Any, base: Path) -> Any:
-    from pyspark.sql import functions as F
-
-    if src.format == "kafka":
-        _check_kafka(spark)
-    reader = spark.readStream.format(src.format)
-    opts = dict(src.options or {})
-    if src.format in ("parquet", "json", "csv") and "maxFilesPerTrigger" not in opts:
-        opts["maxFilesPerTrigger"] = "1"
-    if opts:
-        reader = reader.options(**{k: str(v) for k, v in opts.items()})
-    if src.schema:
-        schema = src.schema
-        if _tracks_malformed(src):
-            # Spark's PERMISSIVE mode turns a field it cannot parse into NULL; with this column
-            # it also keeps the raw record, which dead letters then carry (issue 11).
-            schema = f"{schema}, {CORRUPT_RECORD} STRING"
-            reader = reader.option("columnNameOfCorruptRecord", CORRUPT_RECORD)
-        reader = reader.schema(schema)
-    if src.path:
-        path = Path(src.path)
-        df = reader.load(str(path if path.is_absolute() else base / path))
-    else:
-        df = reader.load()
-    if src.time_mode == "processing":
-        et = src.event_time_column or "event_time"
-        if et in df.columns:
-            msg = (
-                f"source {src.name!r}: time_mode='processing' synthesizes {et!r}, which the "
-                "source already has; rename it or set event_time_column"
-            )
-            raise ConfigError(msg)
-        df = df.withColumn(et, F.current_timestamp())
-    if src.sql:
-        df.createOrReplaceTempView("source")
-        df = spark.sql(src.sql)
-    return df
-
-
-#: The column that holds a JSON / CSV record Spark could not parse in full (PERMISSIVE mode).
-CORRUPT_RECORD = "_corrupt_record"
-
-
-def _tracks_malformed(src: Any) -> bool:
-    """Whether the source gets :data:`CORRUPT_RECORD` (JSON / CSV in PERMISSIVE mode)."""
-    opts = {k.lower(): str(v) for k, v in dict(src.options or {}).items()}
-    return (
-        src.format in ("json", "csv")
-        and bool(src.schema)
-        and opts.get("mode", "PERMISSIVE").upper() == "PERMISSIVE"
-        and "columnnameofcorruptrecord" not in opts
-    )
-
-
-def build_query_input(
-    spark: Any,
-    pipeline: Any,
-    *,
-    base: Path,
-    counters: Any | None = None,
-    frames: dict[str, Any] | None = None,
-    start_aggregate: Any | None = None,
-) -> Any:
-    """Return the streaming output DataFrame of ``pipeline`` (sources → pre-stages → operator).
-
-    A table aggregation runs two queries: ``start_aggregate(df, spec)`` starts the first and
-    returns the second's DataFrame (:class:`_StageQuery` passes it).
-
-    JSON and CSV sources in Spark's default PERMISSIVE mode read with a
-    ``_corrupt_record`` column: a record with a field Spark cannot parse keeps the raw text
-    there (its bad fields are NULL), counted per micro-batch as ``malformed`` (observed metric
-    ``src_NAME``) and carried into dead letters; it is left out of the operator's output rows.
-
-    ``frames``: inputs already read, by source name (a chain stage's channels,
-    :func:`interlace.chain.read_channel`); the other sources are read here.
-    """
-    from pyspark.sql import functions as F
-
-    from interlace.operators.window import window_aggregate
-    from interlace.pipeline.kinds import join_kind
-
-    frames = dict(frames or {})
-    for src in pipeline.sources:
-        if src.name in frames:  # a channel: its rows counted too (PySpark 3.5, see drain)
-            frames[src.name] = frames[src.name].observe(
-                f"src_{src.name}", F.count(F.lit(1)).alias(OBSERVED_ROWS))
-            continue
-        df = _read_source(spark, src, base)
-        # Rows read, counted in the plan: PySpark 3.5's progress can report 0 for every file
-        # source (compat.with_observed_input_rows).
-        observed = [F.count(F.lit(1)).alias(OBSERVED_ROWS)]
-        if src.event_time_column and src.event_time_column in df.columns:
-            observed.append(F.max(src.event_time_column).alias("max_event_time"))
-        if CORRUPT_RECORD in df.columns and _tracks_malformed(src):
-            observed.append(F.count(CORRUPT_RECORD).alias("malformed"))
-        df = df.observe(f"src_{src.name}", *observed)
-        frames[src.name] = df
-    if pipeline.join is not None:
-        spec = with_idle_sources(pipeline)
-        out = join_kind(spec).apply(  # stream_join, stream_table_join, ...
-            frames[pipeline.left_source],
-            frames[pipeline.right_source],
-            spec,
-            counters=counters,
-            heartbeat_location=(str(heartbeat_folder(pipeline, base))
-                                if heartbeat_sources(pipeline, base) else None),
-        )
-        # The raw record stays in dead letters (their `row`), not in the joined rows.
-        return out.drop(*[c for c in out.columns if c.endswith(CORRUPT_RECORD)])
-    name = (pipeline.resolved_aggregate_source() if pipeline.aggregate is not None
-            else pipeline.window_source or pipeline.sources[0].name)
-    df = frames[name]
-    if pipeline.transform_sql:
-        df.createOrReplaceTempView("source")
-        projected = spark.sql(pipeline.transform_sql)
-        lost = [c for c in (CLOCK_COLUMN, TICK_COLUMN) if c in df.columns
-                and c not in projected.columns]
-        if lost:
-            msg = (
-                f"the operator's `sql` drops {lost}, which a chain stage's input carries from "
-                "its channel (its clock: the upstream's watermark, docs/chains.md); keep "
-                "them, e.g. SELECT *, ... FROM source"
-            )
-            raise ConfigError(msg)
-        df = projected
-    if pipeline.aggregate is not None:
-        if start_aggregate is None:
-            msg = ("a table aggregation runs two Spark queries: run its pipeline with "
-                   "`interlace run` (run_pipeline), or call interlace.table_aggregate")
-            raise ConfigError(msg)
-        return start_aggregate(df, pipeline.aggregate)
-    assert pipeline.window is not None
-    return window_aggregate(df, pipeline.window, counters=counters)
-
-
-def _dropped_rows(totals: dict[str, int]) -> int:
-    """Rows the operator removed without any output so far (late, NULLs, out of range)."""
-    drops = ("late_dropped", "null_event_time_dropped", "null_key_dropped", "out_of_range_dropped")
-    return sum(v for k, v in totals.items() if k.startswith(drops))
-
-
-def _late_rows(totals: dict[str, int]) -> int:
-    """Rows the operator judged late so far: dropped plus dead-lettered, every side."""
-    return sum(v for k, v in totals.items() if k.startswith(("late_dropped", "dead_lettered")))
-
-
-class _Progress:
-    """Prints one line per micro-batch: live on a terminal, plain log lines otherwise."""
-
-    def __init__(self, out: TextIO, name: str, horizon_ms: int = 0) -> None:
-        self.out = out
-        self.tty = out.isatty()
-        self.name = name
-        self.horizon_ms = horizon_ms
-
-    def watermark(self, p: dict[str, Any]) -> str:
-        """The operator's watermark ``wm`` (what decides); Spark's ``W`` beside it if different.
-
-        Under ``reopen`` / ``dlq`` Spark's watermark trails ``wm`` by the horizon ``H`` (a day
-        by default under ``dlq``), so showing ``W`` alone would look a day behind the data.
-        """
-        spark_wm = (p.get("eventTime") or {}).get("watermark", "-")
-        if self.horizon_ms == 0 or spark_wm == "-":
-            return str(spark_wm)
-        w = _dt.datetime.strptime(spark_wm, "%Y-%m-%dT%H:%M:%S.%fZ")
-        if w <= _dt.datetime(1970, 1, 1):
-            return str(spark_wm)  # none yet
-        wm = w + _dt.timedelta(milliseconds=self.horizon_ms)
-        shown = f"{wm.strftime('%Y-%m-%dT%H:%M:%S.')}{wm.microsecond // 1000:03d}Z"
-        return f"{shown} (Spark's {spark_wm})"
-
-    def batch(
-        self, p: dict[str, Any], output_rows: int, late: int, dropped: int, malformed: int,
-        idle: dict[str, float | None] | None = None,
-    ) -> None:
-        """Print one micro-batch: ``late`` so far; ``dropped`` and ``malformed`` in this batch.
-
-        ``idle``: each join input with an idle timeout -> since when it is idle (s), or None.
-        """
-        ops = p.get("stateOperators") or [{}]
-        line = (
-            f"[{self.name}] batch {p['batchId']}: in {p.get('numInputRows', 0)} rows, "
-            f"watermark {self.watermark(p)}, out {output_rows} rows, late {late}, "
-            f"dropped {dropped}, malformed {malformed}, "
-            f"state {sum(int(o.get('numRowsTotal') or 0) for o in ops)} groups / "
-            f"{sum(int(o.get('memoryUsedBytes') or 0) for o in ops)} bytes"
-        )
-        quiet = {s: t for s, t in (idle or {}).items() if t is not None}
-        if quiet:
-            line += ", idle " + ", ".join(f"{s} since {_clock(t)}"
-                                          for s, t in sorted(quiet.items()))
-        if self.tty:
-            self.out.write("\r\033[K" + line)
-        else:
-            self.out.write(line + "\n")
-        self.out.flush()
-
-    def done(self) -> None:
-        if self.tty:
-            self.out.write("\n")
-            self.out.flush()
 
 
 class _StageQuery:
@@ -739,7 +502,7 @@ def run_pipeline(
     summary.seconds = time.time() - started
     if progress is not None:
         for q in queries:
-            _report_done(progress, q)
+            _report_done(progress, q.summary, q.pipeline, q.base)
     return summary
 
 
@@ -762,27 +525,3 @@ def _total(summary: RunSummary, queries: list[_StageQuery], chain: bool) -> None
         summary.counters.update({f"{name}.{k}": v for k, v in st.counters.items()})
         if q.run.final:
             summary.output_rows = st.output_rows
-
-
-def _clock(seconds: float) -> str:
-    """A processing time (seconds since the epoch) as ``HH:MM:SSZ``."""
-    return f"{_dt.datetime.fromtimestamp(seconds, _dt.timezone.utc):%H:%M:%S}Z"
-
-
-def _report_done(progress: TextIO, q: _StageQuery) -> None:
-    st, p = q.summary, q.pipeline
-    if st.batches == 0 and not st.stopped_by_user:
-        progress.write(
-            f"[{p.name}] no new input: nothing to do (checkpoint "
-            f"{p.checkpoint_folder(q.base)} is up to date)\n"
-        )
-    else:
-        progress.write(
-            f"[{p.name}] done: {st.batches} batches, {st.input_rows} rows "
-            f"in, {st.output_rows} rows out, {st.dead_letters} dead letters, "
-            f"{st.malformed} malformed, "
-            f"counters {json.dumps(st.counters, sort_keys=True)}"
-            + "".join(f", idle {src} since {_clock(t)}" if t is not None else
-                      f", {src} active" for src, t in sorted(st.idle.items()))
-            + "\n"
-        )

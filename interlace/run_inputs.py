@@ -1,0 +1,174 @@
+"""A pipeline's streaming input for the runner: its sources read, then its operator applied.
+
+:func:`build_query_input` reads each source with Spark's ``readStream`` (its ``format``,
+``options``, ``schema`` and ``sql``; ``time_mode = "processing"``; Kafka's connector checked
+first), counts its rows in the plan (observed metric ``src_NAME``), and applies the
+pipeline's operator: the join of its kind, the window, or a table aggregation, whose first
+query the caller starts (``start_aggregate``). JSON and CSV sources in PERMISSIVE mode keep a
+record Spark cannot parse in :data:`CORRUPT_RECORD`. A chain stage's channels arrive already
+read (``frames``). :mod:`interlace.runner` starts the query this builds;
+:mod:`interlace.run_progress` reports it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from interlace.idle_run import heartbeat_folder, with_idle_sources
+from interlace.operators.common.compat import OBSERVED_ROWS
+from interlace.operators.common.names import CLOCK_COLUMN, TICK_COLUMN
+from interlace.operators.errors import ConfigError
+from interlace.pipeline.checkpoint import heartbeat_sources
+
+__all__ = ["CORRUPT_RECORD", "build_query_input"]
+
+
+def _check_kafka(spark: Any) -> None:
+    try:
+        spark.sparkContext._jvm.java.lang.Class.forName(
+            "org.apache.spark.sql.kafka010.KafkaSourceProvider"
+        )
+    except Exception as exc:
+        msg = (
+            "source format 'kafka' needs Spark's Kafka connector, which is not on the classpath. "
+            'Add it with [spark] conf = { "spark.jars.packages" = '
+            '"org.apache.spark:spark-sql-kafka-0-10_2.13:4.3.0" } (needs Maven access) or '
+            '{ "spark.jars" = "/path/to/spark-sql-kafka-0-10_2.13-4.3.0.jar,..." }'
+        )
+        raise ConfigError(msg) from exc
+
+
+def _read_source(spark: Any, src: Any, base: Path) -> Any:
+    from pyspark.sql import functions as F
+
+    if src.format == "kafka":
+        _check_kafka(spark)
+    reader = spark.readStream.format(src.format)
+    opts = dict(src.options or {})
+    if src.format in ("parquet", "json", "csv") and "maxFilesPerTrigger" not in opts:
+        opts["maxFilesPerTrigger"] = "1"
+    if opts:
+        reader = reader.options(**{k: str(v) for k, v in opts.items()})
+    if src.schema:
+        schema = src.schema
+        if _tracks_malformed(src):
+            # Spark's PERMISSIVE mode turns a field it cannot parse into NULL; with this column
+            # it also keeps the raw record, which dead letters then carry (issue 11).
+            schema = f"{schema}, {CORRUPT_RECORD} STRING"
+            reader = reader.option("columnNameOfCorruptRecord", CORRUPT_RECORD)
+        reader = reader.schema(schema)
+    if src.path:
+        path = Path(src.path)
+        df = reader.load(str(path if path.is_absolute() else base / path))
+    else:
+        df = reader.load()
+    if src.time_mode == "processing":
+        et = src.event_time_column or "event_time"
+        if et in df.columns:
+            msg = (
+                f"source {src.name!r}: time_mode='processing' synthesizes {et!r}, which the "
+                "source already has; rename it or set event_time_column"
+            )
+            raise ConfigError(msg)
+        df = df.withColumn(et, F.current_timestamp())
+    if src.sql:
+        df.createOrReplaceTempView("source")
+        df = spark.sql(src.sql)
+    return df
+
+
+#: The column that holds a JSON / CSV record Spark could not parse in full (PERMISSIVE mode).
+CORRUPT_RECORD = "_corrupt_record"
+
+
+def _tracks_malformed(src: Any) -> bool:
+    """Whether the source gets :data:`CORRUPT_RECORD` (JSON / CSV in PERMISSIVE mode)."""
+    opts = {k.lower(): str(v) for k, v in dict(src.options or {}).items()}
+    return (
+        src.format in ("json", "csv")
+        and bool(src.schema)
+        and opts.get("mode", "PERMISSIVE").upper() == "PERMISSIVE"
+        and "columnnameofcorruptrecord" not in opts
+    )
+
+
+def build_query_input(
+    spark: Any,
+    pipeline: Any,
+    *,
+    base: Path,
+    counters: Any | None = None,
+    frames: dict[str, Any] | None = None,
+    start_aggregate: Any | None = None,
+) -> Any:
+    """Return the streaming output DataFrame of ``pipeline`` (sources → pre-stages → operator).
+
+    A table aggregation runs two queries: ``start_aggregate(df, spec)`` starts the first and
+    returns the second's DataFrame (the runner's ``_StageQuery`` passes it).
+
+    JSON and CSV sources in Spark's default PERMISSIVE mode read with a
+    ``_corrupt_record`` column: a record with a field Spark cannot parse keeps the raw text
+    there (its bad fields are NULL), counted per micro-batch as ``malformed`` (observed metric
+    ``src_NAME``) and carried into dead letters; it is left out of the operator's output rows.
+
+    ``frames``: inputs already read, by source name (a chain stage's channels,
+    :func:`interlace.chain.read_channel`); the other sources are read here.
+    """
+    from pyspark.sql import functions as F
+
+    from interlace.operators.window import window_aggregate
+    from interlace.pipeline.kinds import join_kind
+
+    frames = dict(frames or {})
+    for src in pipeline.sources:
+        if src.name in frames:  # a channel: its rows counted too (PySpark 3.5, see runner.py)
+            frames[src.name] = frames[src.name].observe(
+                f"src_{src.name}", F.count(F.lit(1)).alias(OBSERVED_ROWS))
+            continue
+        df = _read_source(spark, src, base)
+        # Rows read, counted in the plan: PySpark 3.5's progress can report 0 for every file
+        # source (compat.with_observed_input_rows).
+        observed = [F.count(F.lit(1)).alias(OBSERVED_ROWS)]
+        if src.event_time_column and src.event_time_column in df.columns:
+            observed.append(F.max(src.event_time_column).alias("max_event_time"))
+        if CORRUPT_RECORD in df.columns and _tracks_malformed(src):
+            observed.append(F.count(CORRUPT_RECORD).alias("malformed"))
+        df = df.observe(f"src_{src.name}", *observed)
+        frames[src.name] = df
+    if pipeline.join is not None:
+        spec = with_idle_sources(pipeline)
+        out = join_kind(spec).apply(  # stream_join, stream_table_join, ...
+            frames[pipeline.left_source],
+            frames[pipeline.right_source],
+            spec,
+            counters=counters,
+            heartbeat_location=(str(heartbeat_folder(pipeline, base))
+                                if heartbeat_sources(pipeline, base) else None),
+        )
+        # The raw record stays in dead letters (their `row`), not in the joined rows.
+        return out.drop(*[c for c in out.columns if c.endswith(CORRUPT_RECORD)])
+    name = (pipeline.resolved_aggregate_source() if pipeline.aggregate is not None
+            else pipeline.window_source or pipeline.sources[0].name)
+    df = frames[name]
+    if pipeline.transform_sql:
+        df.createOrReplaceTempView("source")
+        projected = spark.sql(pipeline.transform_sql)
+        lost = [c for c in (CLOCK_COLUMN, TICK_COLUMN) if c in df.columns
+                and c not in projected.columns]
+        if lost:
+            msg = (
+                f"the operator's `sql` drops {lost}, which a chain stage's input carries from "
+                "its channel (its clock: the upstream's watermark, docs/chains.md); keep "
+                "them, e.g. SELECT *, ... FROM source"
+            )
+            raise ConfigError(msg)
+        df = projected
+    if pipeline.aggregate is not None:
+        if start_aggregate is None:
+            msg = ("a table aggregation runs two Spark queries: run its pipeline with "
+                   "`interlace run` (run_pipeline), or call interlace.table_aggregate")
+            raise ConfigError(msg)
+        return start_aggregate(df, pipeline.aggregate)
+    assert pipeline.window is not None
+    return window_aggregate(df, pipeline.window, counters=counters)
