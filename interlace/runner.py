@@ -35,7 +35,7 @@ from interlace.idle_run import (
     without_heartbeats,
 )
 from interlace.metrics import rows_read_from
-from interlace.operators.common.compat import with_observed_input_rows
+from interlace.operators.common.compat import observed_fields, with_observed_input_rows
 from interlace.operators.common.idle import restore_held
 from interlace.operators.common.names import DEAD_LETTER_COLUMN
 from interlace.operators.common.pending import schedule_pending_no_data_batch
@@ -269,16 +269,14 @@ class _StageQuery:
             if not p.get("stateOperators") and not int(p.get("numInputRows") or 0):
                 continue  # no batch ran (a rerun with no new data): nothing to report
             totals = dict(self.acc.value)
-            p, self.counted = with_observed_input_rows(
-                p, self.channel_paths.keys() if self.channel_paths else ())
+            p, self.counted = with_observed_input_rows(p, self.channel_paths.keys())
             p = self._without_heartbeats(p)
             metrics.update_counters(totals, late_policy)
             metrics.update_progress(p, self.written.get(bid, 0))
             malformed = 0
             for name, row in (p.get("observedMetrics") or {}).items():
-                # A Row (or a dict from JSON); the time is a string in the session time zone,
-                # which local_session sets to UTC.
-                fields = row.asDict() if hasattr(row, "asDict") else dict(row or {})
+                # The time is a string in the session time zone, which local_session sets to UTC.
+                fields = observed_fields(row)
                 malformed += int(fields.get("malformed") or 0)
                 value = fields.get("max_event_time")
                 if value:
