@@ -52,9 +52,7 @@ def assert_matches_oracle(result, log, spec, columns_left, columns_right, policy
     return want
 
 
-# The left join runs in the compatibility tier (.ci/compat) on every supported PySpark line.
-@pytest.mark.parametrize("how", ["inner", pytest.param("left", marks=pytest.mark.compat), "right",
-                                 "full", "left_semi", "left_anti"])
+@pytest.mark.parametrize("how", ["inner", "left", "right", "full", "left_semi", "left_anti"])
 def test_seed003_table_every_how_matches_oracle_batch_by_batch(spark, how, tmp_path):
     spec = Join(how=how, key_groups=4, **JOIN_KWARGS)
     log = build_log()
@@ -164,7 +162,10 @@ def test_late_rows_under_each_policy_match_oracle(spark, one_run_store, how, lat
         assert sum(want.late_dropped.values()) > 0
 
 
-@pytest.mark.compat  # the compatibility tier (.ci/compat): every supported PySpark line
+# The compatibility tier's join (.ci/compat: every supported PySpark line): a full outer join
+# (matched rows, and unmatched ones of both sides once the watermark passes them) against the
+# oracle, stopped and restarted from its checkpoint, on each state store.
+@pytest.mark.compat
 def test_restart_from_checkpoint_mid_log_gives_uninterrupted_output(spark, state_store, tmp_path):
     spec = Join(left_keys=["id"], right_keys=["id"], how="full", time_window_ms=4_000,
                 event_time_column="ts", key_groups=4)
