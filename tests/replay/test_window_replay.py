@@ -169,10 +169,9 @@ def test_same_results_as_spark_native_windows_on_in_order_data(spark, kind, tmp_
             w = F.session_window("ts", "2 seconds")
         agg = df.groupBy(w.alias("w"), "user").agg(
             F.count(F.lit(1)).alias("n"), F.sum("amount").alias("s"), F.min("price").alias("lo"),
-            F.max("amount").alias("hi"), F.avg("price").alias("mean"),
-            F.approx_count_distinct("page", 0.01).alias("pages"))
+            F.max("amount").alias("hi"), F.avg("price").alias("mean"))
         return agg.select(F.col("w.start").alias("window_start"), F.col("w.end").alias("window_end"),
-                          "user", "n", "s", "lo", "hi", "mean", "pages")
+                          "user", "n", "s", "lo", "hi", "mean")
 
     theirs = replay_streams(spark, {"events": (SCHEMA, [list(b.rows) for b in log])}, native,
                             workdir=tmp_path / "native")
@@ -184,7 +183,9 @@ def test_same_results_as_spark_native_windows_on_in_order_data(spark, kind, tmp_
 
     assert exact(ours.rows) == exact(theirs.rows)
     assert sum(exact(ours.rows).values()) > 5
-    # Distinct pages: ours (HLL p=14) and Spark's approx_count_distinct agree with the truth.
+    # Distinct pages: ours (HLL p=14) is within 3 standard errors of the truth. (Spark's
+    # approx_count_distinct is left out of the native query: its sketch differs from ours, so
+    # the two are not compared row by row, and at rsd 0.01 it cost ~30 s of the test.)
     truth = {}
     for b in log:
         for r in b.rows:
