@@ -27,7 +27,7 @@ test: $(VENV)/.installed
 
 # The compatibility tier (.ci/compat): the tests marked `compat` on each older PySpark line of
 # .ci/compat-lines, each in a venv of that line's cluster-image packages (kept in
-# ~/.cache/interlace-compat). COMPAT_LINES='3.5 4.0' for some lines; ~4 min a line on 2 cores.
+# ~/.cache/interlace-compat). COMPAT_LINES='3.5 4.0' for some lines; 2.5-4 min a line on 2 cores.
 COMPAT_LINES ?=
 compat:
 	bash .ci/compat $(COMPAT_LINES)
