@@ -32,9 +32,100 @@ os.environ["PYSPARK_PYTHON"] = sys.executable
 #: already set wins.
 TEST_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 os.environ["INTERLACE_TEST_JVM_OPTIONS"] = TEST_JVM_OPTIONS
-os.environ.setdefault(
-    "PYSPARK_SUBMIT_ARGS", f'--driver-java-options "{TEST_JVM_OPTIONS}" '
-    f'--conf "spark.executor.extraJavaOptions={TEST_JVM_OPTIONS}" pyspark-shell')
+
+
+def _class_data_archive(jvm_options: str) -> str:
+    """`` -XX:SharedArchiveFile=...`` for the driver JVMs the tests start, or "" (no archive).
+
+    A Spark driver spends about 6 of its 17 s start (a session and a first small job, two idle
+    cores) loading and verifying classes from PySpark's jars. The JVM can dump the classes one
+    run loaded into an archive (AppCDS, ``-XX:ArchiveClassesAtExit``) and map it in later runs:
+    11 s instead of 17 (2026-11-28). The suite starts about 150 driver JVMs (each worker's
+    session, the `interlace` CLI subprocesses, the crash matrix's restarts), so the archive is
+    built once per PySpark, Java and Python (about 30 s, under a lock: the first xdist process
+    builds it, the others wait) in ``$INTERLACE_CDS_CACHE`` (default ~/.cache/interlace-cds).
+    Driver JVMs only: a cluster's executors run from another classpath. A JVM whose classpath
+    does not match the archive runs without it, silently (``-Xlog:cds=off``), as does every JVM
+    if the build fails; what Spark computes does not change. ``INTERLACE_TEST_CDS=0`` turns
+    it off (the compatibility tier starts too few JVMs per line to pay for a build)."""
+    import fcntl
+    import hashlib
+    import shutil
+    import subprocess
+    from pathlib import Path
+
+    if os.environ.get("INTERLACE_TEST_CDS", "1") == "0":
+        return ""
+    try:
+        import pyspark
+    except ImportError:
+        return ""
+    java = os.path.join(os.environ["JAVA_HOME"], "bin", "java") if os.environ.get(
+        "JAVA_HOME") else shutil.which("java")
+    if not java:
+        return ""
+    version = subprocess.run([java, "-version"], capture_output=True, text=True).stderr
+    key = hashlib.sha256("|".join([pyspark.__version__, pyspark.__file__, java, version,
+                                   sys.executable, jvm_options]).encode()).hexdigest()[:12]
+    cache = Path(os.environ.get("INTERLACE_CDS_CACHE",
+                                Path.home() / ".cache" / "interlace-cds"))
+    cache.mkdir(parents=True, exist_ok=True)
+    archive, failed = cache / f"spark-{pyspark.__version__}-{key}.jsa", cache / f"{key}.failed"
+    use = f" -XX:SharedArchiveFile={archive} -Xlog:cds=off -Xlog:cds+dynamic=off"
+    with open(cache / f"{key}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if archive.exists():
+            return use
+        if failed.exists():
+            return ""
+        partial = archive.with_suffix(".partial")
+        partial.unlink(missing_ok=True)
+        env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_SUBMIT_ARGS=(
+            f'--driver-java-options "{jvm_options} -XX:ArchiveClassesAtExit={partial} '
+            f'-Xlog:cds=off -Xlog:cds+dynamic=off" pyspark-shell'))
+        proc = subprocess.run([sys.executable, "-c", _CDS_WORKLOAD], env=env,
+                              capture_output=True, text=True, timeout=600, check=False)
+        if proc.returncode != 0 or not partial.exists():
+            failed.write_text(proc.stderr[-4000:])
+            return ""
+        partial.rename(archive)
+        return use
+
+
+#: What the archive's build runs: a session, a batch aggregation, and a streaming
+#: applyInPandasWithState on RocksDB (the classes the tests' queries load).
+_CDS_WORKLOAD = """
+import tempfile, pandas as pd
+from pyspark.sql import functions as F
+from pyspark.sql.streaming.state import GroupStateTimeout
+from interlace import local_session
+spark = local_session("interlace-cds", shuffle_partitions=2)
+spark.conf.set("spark.sql.streaming.stateStore.providerClass",
+               "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider")
+d = tempfile.mkdtemp()
+spark.range(1000).withColumn("k", F.col("id") % 7).withColumn(
+    "ts", F.timestamp_seconds("id")).write.parquet(d + "/in")
+spark.read.parquet(d + "/in").groupBy("k").count().collect()
+def f(key, frames, state):
+    n = sum(len(x) for x in frames) + (state.get[0] if state.exists else 0)
+    state.update((n,))
+    yield pd.DataFrame({"k": [key[0]], "n": [n]})
+q = (spark.readStream.schema(spark.read.parquet(d + "/in").schema).parquet(d + "/in")
+     .withWatermark("ts", "1 second").groupBy("k")
+     .applyInPandasWithState(f, "k long, n long", "n long", "append",
+                             GroupStateTimeout.EventTimeTimeout)
+     .writeStream.format("parquet").option("path", d + "/out")
+     .option("checkpointLocation", d + "/cp").trigger(availableNow=True).start())
+q.awaitTermination()
+spark.read.parquet(d + "/out").count()
+spark.stop()
+"""
+
+
+if "PYSPARK_SUBMIT_ARGS" not in os.environ:
+    os.environ["PYSPARK_SUBMIT_ARGS"] = (
+        f'--driver-java-options "{TEST_JVM_OPTIONS}{_class_data_archive(TEST_JVM_OPTIONS)}" '
+        f'--conf "spark.executor.extraJavaOptions={TEST_JVM_OPTIONS}" pyspark-shell')
 
 
 @pytest.fixture(scope="session")
