@@ -54,6 +54,7 @@ from interlace.operators import (
     window_aggregate,
 )
 from interlace.operators.common.pending import schedule_pending_no_data_batch
+from interlace.inspection import inspect
 from interlace.pipeline import Pipeline, Source, SparkSettings, Target
 from interlace.session import local_session
 from interlace.state import StateDecodeError, StateVersionError
@@ -81,6 +82,7 @@ __all__ = [
     "Window",
     "WindowOperator",
     "foreign_key_join",
+    "inspect",
     "local_session",
     "prepare_foreign_key_join",
     "prepare_join",

@@ -7,6 +7,9 @@
 * ``interlace explain LOG.json --time-window-ms 15000 ...`` — a seed-003-style join table
   (``--operator window`` / ``stream_table`` / ``table`` / ``foreign_key`` for the other
   operators).
+* ``interlace inspect PIPELINE.toml [--batch N] [--key K] [--json] ...`` — what each stage's
+  state holds after its last committed micro-batch, and when each item is released
+  (:mod:`interlace.inspection`, docs/inspect.md).
 * ``interlace version``.
 
 A failure prints a short message naming the problem and the fix; ``--verbose`` (before or after
@@ -19,6 +22,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 __all__ = ["main"]
 
@@ -227,8 +231,46 @@ window example (win.json; the event at ts 4 is written, so arrives, last: revisi
         help="under dlq: how far behind the watermark late rows still reach the operator "
         "(default: one day)",
     )
+    _inspect_parser(sub)
     sub.add_parser("version", help="print the interlace version")
     return parser
+
+
+def _inspect_parser(sub: Any) -> None:
+    ins = sub.add_parser(
+        "inspect", help="show what a pipeline's state holds and when each item is released",
+        description="Read each stage's checkpoint through Spark's state data source (read-only; "
+        "PySpark 4.0+) and print every held item with the watermark that releases it. See "
+        "docs/inspect.md.")
+    ins.add_argument("pipeline", type=Path, help="the pipeline file (TOML) whose checkpoints to read")
+    _add_verbose(ins)
+    ins.add_argument("--batch", type=int, default=None,
+                     help="the micro-batch to read (default: the last committed one)")
+    ins.add_argument("--key", default=None,
+                     help="only items whose key is VALUE (any key column) or COLUMN=VALUE")
+    ins.add_argument("--operator", default=None,
+                     help="only this stage (its name) or operator kind (join)")
+    ins.add_argument("--held-longer-than", default=None, metavar="DURATION",
+                     help="only items whose event time is more than DURATION (e.g. 90s, 10m, "
+                     "2h, or ms) behind the operator's watermark")
+    ins.add_argument("--limit", type=int, default=50, help="items printed per stage (default 50)")
+    ins.add_argument("--json", action="store_true",
+                     help="print every stage's summary and items as JSON")
+
+
+def _duration_ms(text: str) -> int:
+    from interlace.operators.errors import ConfigError
+
+    units = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+    t = text.strip().lower()
+    for unit in sorted(units, key=len, reverse=True):
+        if t.endswith(unit) and t[: -len(unit)].strip().replace(".", "", 1).isdigit():
+            return int(float(t[: -len(unit)]) * units[unit])
+    if t.isdigit():
+        return int(t)
+    msg = (f"--held-longer-than {text!r} is not a duration: give a number and a unit, e.g. "
+           "90s, 10m, 2h (or milliseconds: 600000)")
+    raise ConfigError(msg)
 
 
 def _add_verbose(parser: argparse.ArgumentParser) -> None:
@@ -311,7 +353,30 @@ def _dispatch(args: argparse.Namespace) -> int:
         options = {k: v for k, v in vars(args).items() if k not in fixed and v is not None}
         print(explain_log(args.log, args.operator, args.arrival, **options))
         return 0
+    if args.command == "inspect":
+        return _inspect(args)
     raise AssertionError(args.command)
+
+
+def _inspect(args: argparse.Namespace) -> int:
+    from interlace.inspection import inspect_pipeline, render, to_json
+    from interlace.preflight import preflight
+    from interlace.session import local_session
+
+    held_ms = (_duration_ms(args.held_longer_than) if args.held_longer_than is not None
+               else None)
+    base = args.pipeline.resolve().parent
+    p = preflight(args.pipeline, base=base, on_missing_path=lambda msg: None)
+    s = p.spark
+    spark = local_session(f"interlace-inspect-{p.name}", master=s.master,
+                          shuffle_partitions=s.shuffle_partitions, state_store=s.state_store,
+                          changelog_checkpointing=s.changelog_checkpointing,
+                          conf=dict(s.conf or {}))
+    found = [one.filtered(key=args.key, held_longer_than_ms=held_ms)
+             for one in inspect_pipeline(spark, p, base, batch_id=args.batch,
+                                         only=args.operator)]
+    print(to_json(found) if args.json else render(found, limit=args.limit))
+    return 0
 
 
 if __name__ == "__main__":

@@ -12,6 +12,8 @@ read (``frames``). :mod:`interlace.runner` starts the query this builds;
 
 from __future__ import annotations
 
+import dataclasses
+
 from pathlib import Path
 from typing import Any
 
@@ -101,6 +103,7 @@ def build_query_input(
     counters: Any | None = None,
     frames: dict[str, Any] | None = None,
     start_aggregate: Any | None = None,
+    read_only: bool = False,
 ) -> Any:
     """Return the streaming output DataFrame of ``pipeline`` (sources → pre-stages → operator).
 
@@ -114,6 +117,10 @@ def build_query_input(
 
     ``frames``: inputs already read, by source name (a chain stage's channels,
     :func:`interlace.chain.read_channel`); the other sources are read here.
+
+    ``read_only``: build the query without heartbeat sources (an idle input's heartbeats are
+    written into the checkpoint; ``interlace inspect`` only reads it). The operator's plan is
+    the same: heartbeats change the watermark, not the columns joined.
     """
     from pyspark.sql import functions as F
 
@@ -138,13 +145,16 @@ def build_query_input(
         frames[src.name] = df
     if pipeline.join is not None:
         spec = with_idle_sources(pipeline)
+        beats = heartbeat_sources(pipeline, base) and not read_only
+        if read_only:
+            spec = dataclasses.replace(spec, left_idle_timeout_ms=None,
+                                       right_idle_timeout_ms=None)
         out = join_kind(spec).apply(  # stream_join, stream_table_join, ...
             frames[pipeline.left_source],
             frames[pipeline.right_source],
             spec,
             counters=counters,
-            heartbeat_location=(str(heartbeat_folder(pipeline, base))
-                                if heartbeat_sources(pipeline, base) else None),
+            heartbeat_location=str(heartbeat_folder(pipeline, base)) if beats else None,
         )
         # The raw record stays in dead letters (their `row`), not in the joined rows.
         return out.drop(*[c for c in out.columns if c.endswith(CORRUPT_RECORD)])

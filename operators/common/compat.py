@@ -347,3 +347,28 @@ def _function_code(module: str, name: str) -> Any:
         if isinstance(const, types.CodeType) and const.co_name == name:
             return const
     return None
+
+
+def read_state_store(spark: Any, checkpoint: str, batch_id: int) -> list[Any]:
+    """The state rows of a query's stateful operator after micro-batch ``batch_id``.
+
+    Through Spark's state data source (``format("statestore")``, Spark 4.0 and later), which
+    opens the checkpoint read-only. PySpark 3.5 has no such reader: there, an
+    :class:`~interlace.operators.errors.ConfigError` says what works instead (a 4.x Spark reads
+    a 3.5 checkpoint's state; docs/inspect.md).
+    """
+    from interlace.operators.errors import ConfigError
+
+    try:
+        reader = spark.read.format("statestore").option("batchId", int(batch_id))
+        return list(reader.load(checkpoint).collect())
+    except Exception as exc:  # py4j and Spark Connect raise their own types
+        text = str(exc)
+        if "statestore" in text.lower() and ("DATA_SOURCE_NOT_FOUND" in text
+                                             or "Failed to find data source" in text):
+            msg = (f"reading interlace state needs Spark's state data source, which PySpark "
+                   f"{pyspark_version()} does not have (it came with Spark 4.0): run "
+                   "`interlace inspect` from a PySpark 4.x venv; it reads this checkpoint "
+                   "read-only, and the running query may stay on its Spark")
+            raise ConfigError(msg) from exc
+        raise

@@ -10,6 +10,8 @@ watermark as an argument.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol, TypeVar
@@ -52,11 +54,32 @@ __all__ = [
     "TableStepResult",
     "TablesFunction",
     "bind_changelog_join",
+    "bound_operators",
     "changelog_output_fields",
     "state_encoding_of",
 ]
 
 _B = TypeVar("_B", bound="BoundOperator")
+
+#: The operators bound while :func:`bound_operators` runs (None: not collecting).
+_BOUND: contextvars.ContextVar[list[Any] | None] = contextvars.ContextVar(
+    "interlace_bound_operators", default=None)
+
+
+@contextlib.contextmanager
+def bound_operators() -> Iterator[list[Any]]:
+    """Collect every :class:`BoundOperator` bound inside the block, in order.
+
+    ``interlace inspect`` builds a pipeline's query as ``interlace run`` does and takes its
+    operator's plan from here: the plan decodes the state and gives each held item its
+    release rule.
+    """
+    found: list[Any] = []
+    token = _BOUND.set(found)
+    try:
+        yield found
+    finally:
+        _BOUND.reset(token)
 
 STATE_ENCODING_CONF = "spark.interlace.state.encoding"
 """The Spark setting that says how an operator built in the session holds its state blob:
@@ -339,7 +362,7 @@ class BoundOperator:
         encoding = state_encoding_of(prepared.sparkSession)
         func.state_encoding = encoding
         blob_type = T.StringType() if encoding == "base64" else T.BinaryType()
-        return cls(
+        bound = cls(
             spec=spec,
             plan=plan,
             prepared=prepared,
@@ -350,6 +373,10 @@ class BoundOperator:
             output_mode="append",
             timeout_conf=GroupStateTimeout.EventTimeTimeout,
         )
+        collecting = _BOUND.get()
+        if collecting is not None:
+            collecting.append(bound)
+        return bound
 
 
 def state_encoding_of(spark: Any) -> str:

@@ -38,7 +38,7 @@ from interlace.testing.log import JoinBatch, JoinLog, to_us
 from interlace.testing.oracles import resolve, spark_rules
 from interlace.testing.oracles.rows import DEAD_LETTER_COLUMN, OracleRow, dead_letter_values
 
-__all__ = ["JOIN_HOWS", "JoinOracleResult", "oracle_join"]
+__all__ = ["JOIN_HOWS", "HeldRow", "JoinOracleResult", "oracle_join"]
 
 JOIN_HOWS = ("inner", "left", "right", "full", "left_semi", "left_anti")
 """Every supported ``how``."""
@@ -66,6 +66,25 @@ _LEFT_ONLY_HOWS = ("left_semi", "left_anti")
 # --------------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class HeldRow:
+    """A row in a join buffer after a micro-batch, and when the rules release it.
+
+    Attributes:
+        side: ``"left"`` or ``"right"``.
+        row: The input row.
+        event_time_us: Its event time.
+        close_us: Its close time: it is evicted in the first batch with ``wm > close_us``.
+        matched: Whether it has matched a row of the other side.
+    """
+
+    side: str
+    row: Mapping[str, Any]
+    event_time_us: int
+    close_us: int
+    matched: bool
+
+
 @dataclass
 class JoinOracleResult:
     """What the join must produce for a replay log.
@@ -86,6 +105,8 @@ class JoinOracleResult:
         dead_lettered: Side -> rows the operator judged late and sent to the dead-letter
             output (``late_data="dlq"``).
         output_columns: The output column names, in order.
+        held: Per micro-batch, the rows buffered after it (its eviction done), as
+            :class:`HeldRow`: what ``interlace inspect`` must report for that batch.
 
     """
 
@@ -97,6 +118,7 @@ class JoinOracleResult:
     spark_dropped: dict[str, int] = field(default_factory=lambda: dict.fromkeys(_SIDES, 0))
     dead_lettered: dict[str, int] = field(default_factory=lambda: dict.fromkeys(_SIDES, 0))
     output_columns: list[str] = field(default_factory=list)
+    held: list[list[HeldRow]] = field(default_factory=list)
 
     def rows_for_batch(self, batch: int) -> list[dict[str, Any]]:
         """Return the output rows emitted by one micro-batch.
@@ -385,6 +407,12 @@ class _JoinModel:
 
     # ---- per batch (rule 8) ----
 
+    def held(self) -> list[HeldRow]:
+        """Every buffered row now, with its close time."""
+        return [HeldRow(side, dict(b.row), b.event_time_us,
+                        self.cfg.close_us(side, b.event_time_us), b.matched)
+                for side in _SIDES for b in self.buffers[side]]
+
     def evict(self, batch: int, wm_us: int | None) -> None:
         """Evict every buffered row with ``wm > close``; emit the preserved unmatched ones."""
         if wm_us is None:
@@ -558,6 +586,7 @@ def oracle_join(
 
         # Rule 8: evict after ingest.
         model.evict(batch_index, wm_us)
+        result.held.append(model.held())
 
         # Rule 1 (continued): W after this batch, from all its rows (filtered ones too).
         tracker.observe_batch({side: seen_by[side][1] for side in _SIDES})
@@ -570,6 +599,7 @@ def oracle_join(
         trailing_index = len(log)
         result.spark_watermarks_ms.append(tracker.global_ms)
         model.evict(trailing_index, spark_rules.operator_wm_us(tracker.global_ms, cfg.horizon_ms))
+        result.held.append(model.held())
         result.num_batches += 1
 
     return result

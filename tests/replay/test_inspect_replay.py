@@ -1,0 +1,231 @@
+"""``interlace inspect`` on real Spark: at every micro-batch of a replay, what it reports held
+is what the oracle holds (rows, keys, event times, release watermarks, matched flags), on both
+state stores; and a checkpoint it cannot read gets a clear error, with nothing written.
+
+One session-scoped SparkSession (tests/conftest.py)."""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import hashlib
+import os
+import random
+import shutil
+import uuid
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from pyspark.sql import types as T
+
+from interlace import Join, prepare_join
+from interlace.inspection import InspectError, inspect, inspect_operator
+from interlace.testing.log import JoinBatch
+from interlace.testing.oracle import oracle_join
+from interlace.testing.replay import replay_join
+
+pytestmark = pytest.mark.spark
+
+BASE = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+SCHEMA = T.StructType([
+    T.StructField("id", T.LongType()),
+    T.StructField("v", T.StringType()),
+    T.StructField("ts", T.TimestampType()),
+])
+COLS = ["id", "v", "ts"]
+EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+
+
+def at(sec: float) -> dt.datetime:
+    return (BASE + dt.timedelta(seconds=sec)).replace(tzinfo=None)
+
+
+def us(value: dt.datetime) -> int:
+    value = value if value.tzinfo else value.replace(tzinfo=dt.timezone.utc)
+    return (value - EPOCH) // dt.timedelta(microseconds=1)
+
+
+def random_log(seed: int, n_batches: int = 4) -> list[JoinBatch]:
+    """Rows 0-40 s apart per batch, out of order (some late), a few null keys."""
+    rnd = random.Random(seed)
+    log = []
+    for b in range(n_batches):
+        def rows(tag: str, b: int = b) -> tuple[dict, ...]:
+            return tuple(
+                {"id": None if rnd.random() < 0.05 else rnd.randrange(6), "v": f"{tag}{b}_{i}",
+                 "ts": at(max(0.0, b * 10 + rnd.uniform(-15, 10)))}
+                for i in range(rnd.randrange(3, 9)))
+        log.append(JoinBatch(left=rows("L"), right=rows("R")))
+    return log
+
+
+def digest(root: Path) -> str:
+    h = hashlib.sha256()
+    for folder, _, files in sorted(os.walk(root)):
+        for name in sorted(files):
+            path = Path(folder) / name
+            h.update(str(path.relative_to(root)).encode())
+            h.update(path.read_bytes())
+    return h.hexdigest()
+
+
+def replay_with_operator(spark, log, spec, workdir):
+    """Replay ``log`` through the join; return the result and the bound operator."""
+    bound = []
+
+    def build(left, right):
+        op = prepare_join(left, right, spec)
+        bound.append(op)
+        return op.apply()
+
+    return replay_join(spark, log, SCHEMA, SCHEMA, build, workdir=workdir), bound[-1]
+
+
+def held_by_oracle(want, batch: int, how: str) -> Counter:
+    out = Counter()
+    for h in want.held[batch]:
+        # Semi and anti joins drop a left row at its first match (operators/join/step.py): it
+        # can never be emitted again, so the operator need not hold it; the oracle keeps every
+        # row to its close time. What must be held is the rest.
+        if how in ("left_semi", "left_anti") and h.side == "left" and h.matched:
+            continue
+        out[(f"{h.side} row", f"id={h.row['id']}", h.row["v"], h.event_time_us, h.close_us,
+             h.matched)] += 1
+    return out
+
+
+def held_by_inspect(found) -> Counter:
+    import json
+
+    return Counter((i["item"], i["key"], json.loads(i["row"])["v"], i["event_time"],
+                    i["releases_at"], i["matched"]) for i in found.items)
+
+
+@settings(max_examples=2, deadline=None, derandomize=False,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000),
+       how=st.sampled_from(["inner", "left", "right", "full", "left_semi", "left_anti"]),
+       late=st.sampled_from([("drop", {}), ("reopen", {"allowed_lateness_ms": 8_000}),
+                             ("dlq", {"dlq_horizon_ms": 30_000})]))
+def test_inspect_reports_what_the_oracle_holds_at_every_batch(spark, one_run_store, tmp_path,
+                                                              seed, how, late):
+    late_data, extra = late
+    spec = Join(left_keys=["id"], right_keys=["id"], how=how, lower_ms=-4_000, upper_ms=6_000,
+                event_time_column="ts", lateness_ms=3_000, late_data=late_data, key_groups=3,
+                **extra)
+    log = random_log(seed)
+    workdir = tmp_path / uuid.uuid4().hex
+    result, op = replay_with_operator(spark, log, spec, workdir)
+    want = oracle_join(spec, result.scheduled(log, JoinBatch), left_columns=COLS,
+                       right_columns=COLS)
+    checkpoint = workdir / "checkpoint"
+    before = digest(checkpoint)
+    ids = sorted(b.batch_id for b in result.batches)
+    assert len(want.held) == len(ids), (len(want.held), ids)
+    spark_w = {b.batch_id: b.watermark_ms for b in result.batches}
+    some_held = 0
+    for batch in ids:
+        found = inspect_operator(spark, checkpoint, op, batch_id=batch)
+        assert found.batch_id == batch
+        assert found.spark_watermark_ms == spark_w[batch]
+        assert held_by_inspect(found) == held_by_oracle(want, batch, how), f"batch {batch}"
+        for item in found.items:  # wait_ms: how far wm is from the release
+            assert item["wait_ms"] == (None if found.wm_us is None
+                                       else (item["releases_at"] - found.wm_us) // 1000)
+        some_held += len(found.items)
+    assert some_held > 0
+    assert digest(checkpoint) == before, "inspect wrote into the checkpoint"
+
+
+def test_inspect_as_a_dataframe_and_its_refusals(spark, tmp_path):
+    spec = Join(left_keys=["id"], right_keys=["id"], how="left", time_window_ms=5_000,
+                event_time_column="ts", key_groups=2)
+    log = [JoinBatch(left=({"id": 1, "v": "a", "ts": at(1)}, {"id": 2, "v": "b", "ts": at(2)}),
+                     right=({"id": 1, "v": "x", "ts": at(3)},)),
+           JoinBatch(left=({"id": 3, "v": "c", "ts": at(4)},))]
+    result, op = replay_with_operator(spark, log, spec, tmp_path / "ok")
+    checkpoint = tmp_path / "ok" / "checkpoint"
+    before = digest(checkpoint)
+
+    frame = inspect(spark, checkpoint, op)
+    rows = {r["row"]: r for r in (x.asDict() for x in frame.collect())}
+    assert frame.columns[:5] == ["stage", "operator", "key_group", "key", "item"]
+    by_v = {__import__("json").loads(k)["v"]: r for k, r in rows.items()}
+    assert set(by_v) == {"a", "b", "c", "x"}
+    assert by_v["b"]["release"] == "emit unmatched" and by_v["b"]["matched"] is False
+    assert by_v["a"]["release"] == "evict (matched)"
+    assert by_v["b"]["releases_at"].replace(tzinfo=None) == at(2 + 5)
+    assert by_v["x"]["item"] == "right row" and by_v["x"]["key"] == "id=1"
+
+    # A batch that does not exist, or was started and not committed.
+    last = max(b.batch_id for b in result.batches)
+    with pytest.raises(InspectError, match=r"micro-batch 99 has no commit"):
+        inspect_operator(spark, checkpoint, op, batch_id=99)
+    half = tmp_path / "half"
+    shutil.copytree(checkpoint, half)
+    (half / "commits" / str(last)).unlink()
+    with pytest.raises(InspectError, match="half-written batch"):
+        inspect_operator(spark, half, op, batch_id=last)
+
+    # Another spec's state: the fingerprint differs, and the message says which key group.
+    other = Join(left_keys=["id"], right_keys=["id"], how="left", time_window_ms=9_000,
+                 event_time_column="ts", key_groups=2)
+    other_op = prepare_join(*[spark.readStream.schema(SCHEMA).parquet(str(tmp_path / "ok" / "in" / s))
+                              for s in ("left", "right")], other)
+    with pytest.raises(InspectError, match=r"key group \d+ \(batch \d+\): .*different spec"):
+        inspect_operator(spark, checkpoint, other_op)
+
+    # Not a checkpoint at all.
+    with pytest.raises(InspectError, match="not a Spark streaming checkpoint"):
+        inspect_operator(spark, tmp_path, op)
+    assert digest(checkpoint) == before
+
+
+def test_foreign_state_and_a_newer_format_version_are_named(spark, tmp_path):
+    import msgpack
+    import pandas as pd
+    from pyspark.sql import functions as F
+    from pyspark.sql.streaming.state import GroupStateTimeout
+
+    spec = Join(left_keys=["id"], right_keys=["id"], how="inner", time_window_ms=5_000,
+                event_time_column="ts", key_groups=2)
+    src = tmp_path / "in"
+    src.mkdir()
+    spark.createDataFrame([(1, "a", at(1))], SCHEMA).write.parquet(str(src / "b0"))
+    stream = spark.readStream.schema(SCHEMA).parquet(str(src / "b0"))
+    op = prepare_join(stream, stream, spec)
+
+    def run(df, name, mode="append"):
+        q = (df.writeStream.format("noop").outputMode(mode)
+             .option("checkpointLocation", str(tmp_path / name))
+             .trigger(availableNow=True).start())
+        q.awaitTermination()
+        return tmp_path / name
+
+    # Spark's own aggregation: its state rows are not interlace's.
+    native = run(stream.groupBy("id").count(), "native", "update")
+    before = digest(native)
+    with pytest.raises(InspectError, match=r"not interlace's: key columns \['id'\]"):
+        inspect_operator(spark, native, op)
+    assert digest(native) == before
+
+    # An interlace-shaped state row whose blob is of a format version this build cannot read.
+    newer = base64.b64encode(msgpack.packb({"v": 99, "kind": "join", "fp": "x", "body": {}})
+                             ).decode()
+
+    def write(key, frames, state):
+        for _ in frames:
+            pass
+        state.update((newer,))
+        yield pd.DataFrame({"n": [1]})
+
+    shaped = run(stream.withColumn("__il_kg", F.lit(7)).groupBy("__il_kg")
+                 .applyInPandasWithState(write, "n long", "blob string", "append",
+                                         GroupStateTimeout.NoTimeout), "newer")
+    before = digest(shaped)
+    with pytest.raises(InspectError, match=r"format version 99.*upgrade interlace"):
+        inspect_operator(spark, shaped, op)
+    assert digest(shaped) == before
