@@ -38,7 +38,7 @@ CONFIG_EXIT = 2
 FAILURE_EXIT = 1
 
 _VERBOSE_HINT = "run with --verbose for the full trace"
-_SPARK_COMMANDS = ("run", "demo")
+_SPARK_COMMANDS = ("run", "demo", "inspect")
 _MAX_LINE = 400
 # An interlace exception raised in a Python worker, as the last line of its traceback.
 _WORKER_ERROR = re.compile(r"^interlace(?:\.\w+)*\.(\w+Error): (.+)$", re.MULTILINE)
@@ -106,7 +106,7 @@ class _Context:
 def run_command(args: argparse.Namespace, dispatch: Callable[[argparse.Namespace], int]) -> int:
     """Run ``dispatch(args)``; on failure print a short message and return its exit code.
 
-    ``run`` and ``demo`` write Spark's output to a log file (named in the message) unless
+    ``run``, ``demo`` and ``inspect`` write Spark's output to a log file (named in the message) unless
     ``args.verbose``; with ``args.verbose`` the full trace is printed before the message.
     """
     verbose = bool(vars(args).pop("verbose", False))  # consumed here: commands never see it
@@ -386,8 +386,9 @@ def _context(args: argparse.Namespace) -> _Context:
 
 def _log_path(args: argparse.Namespace) -> Path:
     """Where a run's Spark output goes: ``.interlace/logs/`` of the run's folder."""
-    if args.command == "run":
-        return Path.cwd() / ".interlace" / "logs" / f"{Path(args.pipeline).stem}.log"
+    if args.command in ("run", "inspect"):
+        suffix = "" if args.command == "run" else "-inspect"
+        return Path.cwd() / ".interlace" / "logs" / f"{Path(args.pipeline).stem}{suffix}.log"
     workdir = getattr(args, "workdir", None)
     if workdir is not None:
         return Path(workdir).resolve() / ".interlace" / "logs" / "demo.log"
