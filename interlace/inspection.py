@@ -10,15 +10,20 @@ release rule as data (SEMANTICS.md):
 * a stream-stream join's buffered row is evicted in the first micro-batch whose operator
   watermark ``wm`` passes its close time (``wm > releases_at``, §2): left ``t + upper + AL``,
   right ``t - lower + AL``; a row of a preserved side (left / right / full / left_anti) that
-  never matched is emitted then, null-padded, and never earlier.
+  never matched is emitted then, null-padded, and never earlier;
+* a window aggregation's open window (or session), one per group, is emitted in the first
+  micro-batch with ``wm >= end`` if it changed since its last emit (§3); under ``reopen`` it
+  is kept to ``wm >= end + AL`` for late rows, and evicted there. Its ``row`` is the output
+  row it would emit now: the aggregates so far.
 
 ``wm`` is the one the inspected micro-batch ran with: ``W + H`` (``W``: Spark's watermark from
 the batch's offset log; ``H``: the operator's horizon). ``wait_ms`` is ``releases_at - wm``:
 how far the event time must still advance. The reader opens the checkpoint read-only; a running
 query is not disturbed (docs/inspect.md).
 
-Which operators it decodes: the stream-stream join. The others are refused by name (their state
-is read the same way; their decoders are not written yet, docs/inspect.md).
+Which operators it decodes: the stream-stream join and the window aggregation. The others are
+refused by name (their state is read the same way; their decoders are not written yet,
+docs/inspect.md).
 """
 
 from __future__ import annotations
@@ -44,10 +49,11 @@ __all__ = [
 
 #: The columns of a held item (:meth:`Inspection.to_pandas`, :func:`inspect`), in order.
 ITEM_COLUMNS = ("stage", "operator", "key_group", "key", "item", "event_time", "matched",
-                "releases_at", "release", "wm", "wait_ms", "row")
+                "releases_at", "rule", "release", "wm", "wait_ms", "row")
 
 _SPARK_TYPES = ("stage string, operator string, key_group int, key string, item string, "
-                "event_time timestamp, matched boolean, releases_at timestamp, release string, "
+                "event_time timestamp, matched boolean, releases_at timestamp, rule string, "
+                "release string, "
                 "wm timestamp, wait_ms long, row string")
 
 
@@ -127,7 +133,7 @@ class Inspection:
             "oldest": None if oldest is None else {
                 "key": oldest["key"], "item": oldest["item"],
                 "event_time": _iso(oldest["event_time"]),
-                "releases_at": _iso(oldest["releases_at"])},
+                "releases_at": _iso(oldest["releases_at"]), "rule": oldest["rule"]},
             "took_s": round(self.took_s, 3),
         }
 
@@ -298,13 +304,16 @@ class _Decoder:
 
 
 def _decoder(operator: Any) -> _Decoder:
-    from interlace.inspection_items import join_items
+    from interlace.inspection_items import join_items, window_items
 
     plan_type = type(operator.plan).__name__
     if plan_type == "JoinPlan":
         return _Decoder("join", join_items)
+    if plan_type == "WindowPlan":
+        return _Decoder("window", window_items)
     kind = type(operator.spec).__name__
-    msg = (f"inspect decodes the stream-stream join's state; a {kind}'s is not decoded yet "
+    msg = (f"inspect decodes the state of stream-stream joins and window aggregations; a "
+           f"{kind}'s is not decoded yet "
            "(docs/inspect.md says what it holds and how Spark's state reader shows it)")
     raise InspectError(msg)
 
@@ -345,8 +354,8 @@ def inspect_pipeline(spark: Any, pipeline: Any, base: Path, *,
     for run in runs[: last + 1]:
         p = run.pipeline
         if p.aggregate is not None and wanted(run):
-            msg = (f"{p.name}: a table aggregation runs two queries; inspect decodes the "
-                   "stream-stream join's state only (docs/inspect.md)")
+            msg = (f"{p.name}: a table aggregation runs two queries; inspect does not decode "
+                   "its state yet (docs/inspect.md)")
             raise InspectError(msg)
         frames = {}
         for s in p.sources:
@@ -394,8 +403,9 @@ def render(found: Sequence[Inspection], *, limit: int = 50) -> str:
             lines.append(f"  {side}: {n} held, newest event time {_iso(newest)}")
         if s["oldest"]:
             o = s["oldest"]
+            rule = o["rule"].replace("releases_at", o["releases_at"])
             lines.append(f"  oldest: {o['item']} {o['key']} at {o['event_time']}, released "
-                         f"once wm > {o['releases_at']}")
+                         f"in the first micro-batch with {rule}")
         if not one.items:
             lines.append("  (no held items)")
             continue
@@ -404,8 +414,8 @@ def render(found: Sequence[Inspection], *, limit: int = 50) -> str:
         table = [header] + [
             (str(i["key_group"]), i["key"], i["item"], _iso(i["event_time"]) or "",
              "" if i["matched"] is None else str(i["matched"]).lower(),
-             _iso(i["releases_at"]) or "", "" if i["wait_ms"] is None else f"{i['wait_ms']:,}",
-             i["release"])
+             f"{'> ' if '>=' not in i['rule'] else '>= '}{_iso(i['releases_at'])}",
+             "" if i["wait_ms"] is None else f"{i['wait_ms']:,}", i["release"])
             for i in one.items[:limit]
         ]
         widths = [max(len(r[c]) for r in table) for c in range(len(header))]

@@ -16,7 +16,7 @@ from typing import Any
 import pyarrow as pa
 from interlace.operators.common.compat import to_pylist
 
-__all__ = ["join_items", "release_of_join_row"]
+__all__ = ["join_items", "release_of_join_row", "window_items"]
 
 #: Sides whose rows that never matched are emitted at eviction (SEMANTICS §2).
 _PRESERVED = {"left": ("left", "full", "left_anti"), "right": ("right", "full")}
@@ -61,8 +61,63 @@ def join_items(plan: Any, blob: bytes) -> list[dict[str, Any]]:
         for t, m, k, r in zip(times, matched, keys, rows, strict=True):
             items.append({"key": k, "item": f"{side} row", "event_time": int(t),
                           "matched": bool(m), "releases_at": int(t) + bound,
+                          "rule": "wm > releases_at",
                           "release": release_of_join_row(plan.how, side, bool(m)), "row": r})
     return items
+
+
+def window_items(plan: Any, blob: bytes) -> list[dict[str, Any]]:
+    """The open windows (or sessions) of a window aggregation's key group, one per group.
+
+    A window that changed since its last emit (or was never emitted) is emitted in the first
+    micro-batch with ``wm >= end`` (``releases_at = end``); under ``drop`` / ``dlq`` it leaves
+    the state then. Under ``reopen`` an emitted window stays until ``wm >= end + AL`` to take
+    late rows, and an emitted window that has not changed since is released (evicted) there.
+    ``event_time`` is the window's start; ``row`` holds the output row it would emit now
+    (the aggregates so far, its bounds, its group).
+    """
+    import numpy as np
+    from interlace.operators.window.output import output_frame
+    from interlace.operators.window.step import WindowState
+
+    state = WindowState.decode(blob, plan)
+    slots = state.slots
+    n = slots.num_rows
+    if n == 0:
+        return []
+    start = slots.column("start").to_pylist()
+    end = slots.column("end").to_pylist()
+    emitted = slots.column("emitted").to_pylist()
+    revision = slots.column("revision").to_pylist()
+    dirty = slots.column("dirty").to_pylist()
+    idx = np.arange(n, dtype=np.int64)
+    now = np.where(np.asarray(emitted, dtype=bool), np.asarray(revision) + 1, 0)
+    frame, _ = output_frame(plan, slots, state.accs, idx, now.astype(np.int64), retracted=False)
+    rows = [json.dumps(r, default=_json_default)
+            for r in to_pylist(pa.Table.from_pandas(frame, preserve_index=False))]
+    groups = [(g, slots.column(g).to_pylist()) for g in plan.group_by]
+    what = "session" if plan.kind == "session" else "window"
+    reopen = plan.late_data == "reopen"
+    items = []
+    for i in range(n):
+        key = ", ".join(f"{g}={_text(values[i])}" for g, values in groups) or "(all rows)"
+        if dirty[i]:
+            release = "emit" if not emitted[i] else f"re-emit (revision {revision[i] + 1})"
+            release += ", kept for late rows" if reopen else ", then evict"
+            at = end[i]
+        else:
+            release, at = f"evict (emitted, revision {revision[i]})", end[i] + plan.allowance_us
+        items.append({"key": key, "item": f"{what} [{_iso(start[i])}, {_iso(end[i])})",
+                      "event_time": int(start[i]), "matched": None, "releases_at": int(at),
+                      "rule": "wm >= releases_at", "release": release, "row": rows[i]})
+    return items
+
+
+def _iso(micros: int) -> str:
+    import datetime as dt
+
+    moment = dt.datetime(1970, 1, 1) + dt.timedelta(microseconds=int(micros))
+    return moment.isoformat(timespec="milliseconds") + "Z"
 
 
 def _key_texts(table: pa.Table, internal: Any, public: dict[str, str]) -> list[str]:

@@ -17,7 +17,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import types as T
 
@@ -104,7 +104,9 @@ def held_by_inspect(found) -> Counter:
                     i["releases_at"], i["matched"]) for i in found.items)
 
 
-@settings(max_examples=2, deadline=None, derandomize=False,
+# Two examples per store, each a Spark replay; no shrinking (each shrink step is a replay: a
+# failure would take many minutes to minimise), the failing example is printed as drawn.
+@settings(max_examples=2, deadline=None, derandomize=False, phases=[Phase.generate],
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(seed=st.integers(0, 10_000),
        how=st.sampled_from(["inner", "left", "right", "full", "left_semi", "left_anti"]),
@@ -229,3 +231,85 @@ def test_foreign_state_and_a_newer_format_version_are_named(spark, tmp_path):
     with pytest.raises(InspectError, match=r"format version 99.*upgrade interlace"):
         inspect_operator(spark, shaped, op)
     assert digest(shaped) == before
+
+
+WSCHEMA = T.StructType([
+    T.StructField("user", T.StringType()),
+    T.StructField("amount", T.LongType()),
+    T.StructField("page", T.StringType()),
+    T.StructField("ts", T.TimestampType()),
+])
+
+
+def random_clicks(seed: int, n_batches: int = 4) -> list:
+    from interlace.testing.window_oracle import WindowBatch
+
+    rnd = random.Random(seed)
+    return [WindowBatch(rows=tuple(
+        {"user": rnd.choice(["a", "b", "c", None]), "amount": rnd.randrange(-5, 50),
+         "page": rnd.choice(["/a", "/b", "/c"]),
+         "ts": at(max(0.0, b * 8 + rnd.uniform(-12, 8)))}
+        for _ in range(rnd.randrange(3, 9)))) for b in range(n_batches)]
+
+
+# Two examples per store, each a Spark replay; no shrinking (each shrink step is a replay: a
+# failure would take many minutes to minimise), the failing example is printed as drawn.
+@settings(max_examples=2, deadline=None, derandomize=False, phases=[Phase.generate],
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000),
+       kind=st.sampled_from([("tumbling", {"duration_ms": 10_000}),
+                             ("hopping", {"duration_ms": 10_000, "hop_ms": 4_000}),
+                             ("session", {"gap_ms": 4_000})]),
+       late=st.sampled_from([("drop", {}), ("reopen", {"allowed_lateness_ms": 12_000}),
+                             ("dlq", {"dlq_horizon_ms": 30_000})]))
+def test_inspect_reports_the_windows_the_oracle_holds_at_every_batch(
+        spark, one_run_store, tmp_path, seed, kind, late):
+    import json
+
+    from interlace import Aggregation, Window, prepare_window
+    from interlace.testing.replay import replay_streams
+    from interlace.testing.window_oracle import WindowBatch, oracle_window
+
+    (kind_name, sizes), (late_data, extra) = kind, late
+    aggs = [Aggregation(agg="count", as_="n"),
+            Aggregation(agg="sum", column="amount", as_="total"),
+            Aggregation(agg="max", column="amount", as_="top"),
+            Aggregation(agg="count_distinct", column="page", mode="exact",
+                        max_distinct_values_per_group=10, as_="pages")]
+    spec = Window(kind=kind_name, event_time_column="ts", group_by=["user"], lateness_ms=3_000,
+                  late_data=late_data, max_groups_per_window=100, aggregations=aggs,
+                  key_groups=3, **sizes, **extra)
+    log = random_clicks(seed)
+    bound = []
+
+    def build(frames):
+        op = prepare_window(frames["events"], spec)
+        bound.append(op)
+        return op.apply()
+
+    workdir = tmp_path / uuid.uuid4().hex
+    result = replay_streams(spark, {"events": (WSCHEMA, [list(b.rows) for b in log])}, build,
+                            workdir=workdir)
+    want = oracle_window(spec, result.scheduled(log, WindowBatch), columns=list(WSCHEMA.names))
+    checkpoint = workdir / "checkpoint"
+    before = digest(checkpoint)
+    ids = sorted(b.batch_id for b in result.batches)
+    assert len(want.held) == len(ids), (len(want.held), ids)
+    some_held = 0
+    for batch in ids:
+        found = inspect_operator(spark, checkpoint, bound[-1], batch_id=batch)
+        got = Counter()
+        for i in found.items:
+            row = json.loads(i["row"])
+            got[(i["key"], i["event_time"], i["releases_at"], i["release"].split(",")[0].split(" ")[0],
+                 row["n"], row["total"], row["top"], row["pages"])] += 1
+        held = Counter()
+        for h in want.held[batch]:
+            verb = ("evict" if not h.changed else "emit" if h.revision < 0 else "re-emit")
+            held[(f"user={'null' if h.group['user'] is None else h.group['user']}", h.start_us,
+                  h.releases_at_us, verb, *(h.aggregates[a] for a in ("n", "total", "top",
+                                                                      "pages")))] += 1
+        assert got == held, f"batch {batch}"
+        some_held += len(found.items)
+    assert some_held > 0
+    assert digest(checkpoint) == before, "inspect wrote into the checkpoint"

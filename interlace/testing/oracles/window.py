@@ -47,6 +47,7 @@ __all__ = [
     "AGGREGATIONS",
     "DISTINCT_MODES",
     "WINDOW_KINDS",
+    "HeldWindow",
     "WindowBatch",
     "WindowLog",
     "WindowOracleResult",
@@ -92,6 +93,29 @@ WindowLog = Sequence[WindowBatch]
 """A window's replay log: one :class:`WindowBatch` per micro-batch, in order."""
 
 
+@dataclass(frozen=True)
+class HeldWindow:
+    """A (window, group) held after a micro-batch, and when the rules release it.
+
+    Attributes:
+        start_us, end_us: The window ``[start, end)``.
+        group: The ``group_by`` values by name.
+        changed: Whether it aggregated a row since its last emit (or was never emitted).
+        revision: The revision of its last emit (-1: never emitted).
+        releases_at_us: ``end`` if it changed (emitted at ``wm >= end``), else ``end + AL``
+            (evicted then: reopen keeps an emitted window until there).
+        aggregates: Each aggregation's value so far, by alias.
+    """
+
+    start_us: int
+    end_us: int
+    group: Mapping[str, Any]
+    changed: bool
+    revision: int
+    releases_at_us: int
+    aggregates: Mapping[str, Any]
+
+
 @dataclass
 class WindowOracleResult:
     """What the window operator must produce for a replay log.
@@ -110,12 +134,15 @@ class WindowOracleResult:
         spark_dropped: Rows Spark removed before the operator saw them.
         dead_lettered: Rows sent to the dead-letter output (``dlq``); once per row.
         output_columns: The output column names, in order.
+        held: Per micro-batch, the windows held after it (its eviction done), as
+            :class:`HeldWindow`: what ``interlace inspect`` must report for that batch.
 
     """
 
     rows: list[OracleRow] = field(default_factory=list)
     spark_watermarks_ms: list[int] = field(default_factory=list)
     num_batches: int = 0
+    held: list[list[HeldWindow]] = field(default_factory=list)
     late_dropped: int = 0
     spark_dropped: int = 0
     dead_lettered: int = 0
@@ -494,6 +521,15 @@ class _WindowModel:
             self.result.rows.append(OracleRow(batch=batch, row=values))
         self.dead_letters = []
 
+    def held(self) -> list[HeldWindow]:
+        """Every window held now, with when the rules release it."""
+        cfg = self.cfg
+        return [HeldWindow(w.start_us, w.end_us, dict(zip(cfg.group_by, w.group, strict=True)),
+                           w.changed, w.revision,
+                           w.end_us if w.changed else w.end_us + cfg.allowance_us,
+                           {a.alias: aggregate(a, w.rows) for a in cfg.aggregations})
+                for w in self.all_windows()]
+
     # ---- rule 5d: evict ----
 
     def evict(self, wm_us: int | None) -> None:
@@ -672,6 +708,7 @@ def oracle_window(
         model.check_sums(batch_index)
         model.emit(batch_index, wm_us)
         model.evict(wm_us)
+        result.held.append(model.held())
 
         # Rule 1 (continued): W after this batch, from all its rows (filtered ones too).
         tracker.observe_batch({_INPUTS[0]: observed_us})
@@ -687,6 +724,7 @@ def oracle_window(
         wm_us = spark_rules.operator_wm_us(spark_w_ms, cfg.horizon_ms)
         model.emit(trailing_index, wm_us)
         model.evict(wm_us)
+        result.held.append(model.held())
         result.num_batches += 1
 
     return result
