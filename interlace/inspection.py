@@ -86,6 +86,7 @@ class Inspection:
         items: One dict per held item, :data:`ITEM_COLUMNS` (times as µs ints).
         groups: One :class:`KeyGroupState` per key group with state.
         took_s: Seconds the read and decode took.
+        held_total: Items held in all (``items`` may be filtered: :meth:`filtered`).
     """
 
     stage: str
@@ -97,6 +98,7 @@ class Inspection:
     items: list[dict[str, Any]] = field(default_factory=list)
     groups: list[KeyGroupState] = field(default_factory=list)
     took_s: float = 0.0
+    held_total: int = 0
 
     def filtered(self, *, key: str | None = None, operator: str | None = None,
                  held_longer_than_ms: int | None = None) -> Inspection:
@@ -126,7 +128,7 @@ class Inspection:
         return {
             "stage": self.stage, "operator": self.operator, "batch_id": self.batch_id,
             "spark_watermark_ms": self.spark_watermark_ms,
-            "wm": _iso(self.wm_us), "items": len(self.items),
+            "wm": _iso(self.wm_us), "items": len(self.items), "held_total": self.held_total,
             "bytes": sum(g.bytes for g in self.groups), "key_groups": len(self.groups),
             "largest_key_group": dataclasses.asdict(per_group[0]) if per_group else None,
             "skew": round(max(counts) / mean, 2) if mean else None,
@@ -266,6 +268,7 @@ def inspect_operator(spark: Any, checkpoint: str | Path, operator: Any, *,
         out.groups.append(KeyGroupState(group, partition, len(items), len(blob), timeout))
     out.groups.sort(key=lambda g: g.key_group)
     out.items.sort(key=lambda i: (i["releases_at"], i["key_group"], i["key"], i["item"]))
+    out.held_total = len(out.items)
     out.took_s = time.perf_counter() - started
     return out
 
@@ -396,7 +399,7 @@ def render(found: Sequence[Inspection], *, limit: int = 50) -> str:
         s = one.summary()
         lines.append(f"{one.stage} ({one.operator}): batch {one.batch_id}, Spark W "
                      f"{_iso(one.spark_watermark_ms * 1000) if one.spark_watermark_ms > 0 else 'none'}"
-                     f", wm {s['wm'] or 'none yet'}; {s['items']} held items, {s['bytes']:,} "
+                     f", wm {s['wm'] or 'none yet'}; {_held(one)}, {s['bytes']:,} "
                      f"bytes in {s['key_groups']} key groups (skew {s['skew']}); read in "
                      f"{one.took_s:.2f} s")
         for side, n, newest in _per_item_kind(one.items):
@@ -425,6 +428,12 @@ def render(found: Sequence[Inspection], *, limit: int = 50) -> str:
         if len(one.items) > limit:
             lines.append(f"  ... {len(one.items) - limit} more (--limit, --json)")
     return "\n".join(lines)
+
+
+def _held(one: Inspection) -> str:
+    if len(one.items) == one.held_total:
+        return f"{one.held_total} held items"
+    return f"{len(one.items)} of {one.held_total} held items shown (filters)"
 
 
 def _per_item_kind(items: Iterable[dict[str, Any]]) -> list[tuple[str, int, int]]:

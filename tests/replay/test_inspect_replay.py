@@ -17,7 +17,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import types as T
 
@@ -90,24 +90,32 @@ def held_by_oracle(want, batch: int, how: str) -> Counter:
         # Semi and anti joins drop a left row at its first match (operators/join/step.py): it
         # can never be emitted again, so the operator need not hold it; the oracle keeps every
         # row to its close time. What must be held is the rest.
+        # For the same reason a right row there may later meet only left rows already gone, so
+        # its matched flag (which no semi or anti output reads) is not compared.
         if how in ("left_semi", "left_anti") and h.side == "left" and h.matched:
             continue
+        matched = None if how in ("left_semi", "left_anti") and h.side == "right" else h.matched
         out[(f"{h.side} row", f"id={h.row['id']}", h.row["v"], h.event_time_us, h.close_us,
-             h.matched)] += 1
+             matched)] += 1
     return out
 
 
-def held_by_inspect(found) -> Counter:
+def held_by_inspect(found, how: str) -> Counter:
     import json
 
+    semi = how in ("left_semi", "left_anti")
     return Counter((i["item"], i["key"], json.loads(i["row"])["v"], i["event_time"],
-                    i["releases_at"], i["matched"]) for i in found.items)
+                    i["releases_at"], None if semi and i["item"] == "right row" else i["matched"])
+                   for i in found.items)
 
 
 # Two examples per store, each a Spark replay; no shrinking (each shrink step is a replay: a
 # failure would take many minutes to minimise), the failing example is printed as drawn.
-@settings(max_examples=2, deadline=None, derandomize=False, phases=[Phase.generate],
+@settings(max_examples=2, deadline=None, derandomize=False,
+          phases=[Phase.explicit, Phase.generate],
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+# A right row of a semi join that arrives after its left partner left the buffer.
+@example(seed=4760, how="left_semi", late=("drop", {}))
 @given(seed=st.integers(0, 10_000),
        how=st.sampled_from(["inner", "left", "right", "full", "left_semi", "left_anti"]),
        late=st.sampled_from([("drop", {}), ("reopen", {"allowed_lateness_ms": 8_000}),
@@ -133,7 +141,7 @@ def test_inspect_reports_what_the_oracle_holds_at_every_batch(spark, one_run_sto
         found = inspect_operator(spark, checkpoint, op, batch_id=batch)
         assert found.batch_id == batch
         assert found.spark_watermark_ms == spark_w[batch]
-        assert held_by_inspect(found) == held_by_oracle(want, batch, how), f"batch {batch}"
+        assert held_by_inspect(found, how) == held_by_oracle(want, batch, how), f"batch {batch}"
         for item in found.items:  # wait_ms: how far wm is from the release
             assert item["wait_ms"] == (None if found.wm_us is None
                                        else (item["releases_at"] - found.wm_us) // 1000)
