@@ -57,6 +57,7 @@ COMMANDS: dict[str, str | dict[str, tuple[str, str]]] = {
     "table-aggregate": "harness.tools.table_aggregate",
     "foreign-key": "harness.tools.foreign_key_spark",
     "ab": "harness.tools.ab",
+    "inspect": "harness.tools.inspect_scale",
 }
 
 HELP = {
@@ -71,6 +72,7 @@ HELP = {
     "table-aggregate": "table aggregation vs Spark's native changelog aggregation",
     "foreign-key": "the foreign-key join on Spark: load and update batches per key_groups",
     "ab": "two builds' interpreters running bench/run.py throughput, alternating",
+    "inspect": "interlace inspect on a checkpoint holding a million join rows",
 }
 
 
