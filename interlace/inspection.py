@@ -126,6 +126,8 @@ class Inspection:
 
     def summary(self) -> dict[str, Any]:
         """Items and bytes in all, per key group; the oldest item; skew across key groups."""
+        import pandas as pd
+
         per_group = sorted(self.groups, key=lambda g: -g.items)
         counts = [g.items for g in self.groups]
         mean = sum(counts) / len(counts) if counts else 0.0
@@ -141,7 +143,9 @@ class Inspection:
             "oldest": None if oldest is None else {
                 "key": oldest["key"], "item": oldest["item"],
                 "event_time": _iso(int(oldest["event_time"])),
-                "releases_at": _iso(int(oldest["releases_at"])), "rule": oldest["rule"]},
+                "releases_at": (None if pd.isna(oldest["releases_at"])
+                                else _iso(int(oldest["releases_at"]))),
+                "rule": oldest["rule"]},
             "took_s": round(self.took_s, 3),
         }
 
@@ -300,15 +304,17 @@ def _frame(columns: dict[str, list[Any]], stage: str, kind: str, wm_us: int | No
     table = pa.table({c: pa.array(columns[c], pa.int64() if c in ints else None)
                       for c in ITEM_COLUMNS if c not in ("wm", "wait_ms")})
     frame = table.to_pandas()
-    for c in ints:
+    for c in ("key_group", "event_time"):
         frame[c] = np.asarray(frame[c], dtype=np.int64)
+    # None: released by no watermark (a table's newest version waits for a newer one).
+    frame["releases_at"] = pd.array(table.column("releases_at").to_pylist(), dtype="Int64")
     frame["matched"] = frame["matched"].astype(object).where(frame["matched"].notna(), None)
     frame["wm"] = pd.array([wm_us] * n, dtype="Int64")
     frame["wait_ms"] = (pd.array((frame["releases_at"] - wm_us) // 1000, dtype="Int64")
                         if wm_us is not None else pd.array([None] * n, dtype="Int64"))
     frame = frame[list(ITEM_COLUMNS)]
     return frame.sort_values(["releases_at", "key_group", "key", "item"], kind="stable",
-                             ignore_index=True)
+                             ignore_index=True, na_position="last")
 
 
 def inspect(spark: Any, checkpoint: str | Path, operator: Any, *,
@@ -345,13 +351,15 @@ class _Decoder:
 
 
 def _decoder(operator: Any) -> _Decoder:
-    from interlace.inspection_items import join_items, window_items
+    from interlace.inspection_items import join_items, stream_table_items, window_items
 
     plan_type = type(operator.plan).__name__
     if plan_type == "JoinPlan":
         return _Decoder("join", join_items)
     if plan_type == "WindowPlan":
         return _Decoder("window", window_items)
+    if plan_type == "StreamTablePlan":
+        return _Decoder("stream_table", stream_table_items)
     kind = type(operator.spec).__name__
     msg = (f"inspect decodes the state of stream-stream joins and window aggregations; a "
            f"{kind}'s is not decoded yet "
@@ -444,9 +452,13 @@ def render(found: Sequence[Inspection], *, limit: int = 50) -> str:
             lines.append(f"  {side}: {n} held, newest event time {_iso(newest)}")
         if s["oldest"]:
             o = s["oldest"]
-            rule = o["rule"].replace("releases_at", o["releases_at"])
-            lines.append(f"  oldest: {o['item']} {o['key']} at {o['event_time']}, released "
-                         f"in the first micro-batch with {rule}")
+            if o["releases_at"] is None:
+                lines.append(f"  oldest: {o['item']} {o['key']} at {o['event_time']}, released "
+                             "by no watermark (until a newer version of its key)")
+            else:
+                rule = o["rule"].replace("releases_at", o["releases_at"])
+                lines.append(f"  oldest: {o['item']} {o['key']} at {o['event_time']}, released "
+                             f"in the first micro-batch with {rule}")
         if not len(one.frame):
             lines.append("  (no held items)")
             continue
@@ -455,6 +467,7 @@ def render(found: Sequence[Inspection], *, limit: int = 50) -> str:
         table = [header] + [
             (str(i["key_group"]), i["key"], i["item"], _iso(i["event_time"]) or "",
              "" if i["matched"] is None else str(i["matched"]).lower(),
+             "(newer version)" if i["releases_at"] is None else
              f"{'> ' if '>=' not in i['rule'] else '>= '}{_iso(i['releases_at'])}",
              "" if i["wait_ms"] is None else f"{i['wait_ms']:,}", i["release"])
             for i in _records(one.frame.head(limit))

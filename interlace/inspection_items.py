@@ -16,7 +16,7 @@ from typing import Any
 import pyarrow as pa
 from interlace.operators.common.compat import to_pylist
 
-__all__ = ["join_items", "release_of_join_row", "window_items"]
+__all__ = ["join_items", "release_of_join_row", "stream_table_items", "window_items"]
 
 #: Sides whose rows that never matched are emitted at eviction (SEMANTICS §2).
 _PRESERVED = {"left": ("left", "full", "left_anti"), "right": ("right", "full")}
@@ -202,3 +202,87 @@ def _json_default(value: Any) -> Any:
     if isinstance(value, bytes | bytearray):
         return value.hex()
     return str(value)
+
+
+def stream_table_items(plan: Any, blob: bytes) -> dict[str, list[Any]]:
+    """A stream-table join's key group: its held stream rows and its table versions.
+
+    * a held stream row (``emit="final"``) is joined against its key's version as of ``t`` in
+      the first micro-batch with ``wm > t`` (``releases_at = t``), and emitted;
+    * a table version is dropped by history retention (§7) once the next version of its key
+      is at or before ``wm - HR`` (``releases_at`` = the next version's time ``+ HR``, rule
+      ``wm >= releases_at``); a tombstone once it is itself there. A key's newest version that
+      is not a tombstone is kept until a newer one arrives: no ``releases_at``.
+    """
+    import numpy as np
+    from interlace.operators.common.keys import key_codes
+    from interlace.state.buffers import TIME_COLUMN
+    from interlace.state.tables import (
+        SEQ_COLUMN,
+        TOMBSTONE_FLAG_COLUMN,
+        decode_stream_table_state,
+    )
+
+    state = decode_stream_table_state(blob, plan.fp, plan.history_schema, plan.held_schema)
+    out: dict[str, list[Any]] = {c: [] for c in _COLUMNS}
+    held = state.held
+    if held.num_rows:
+        public = {c: plan.stream_names[int(c[len("__il_l"):])]
+                  for c in held.column_names if c.startswith("__il_l")}
+        times = held.column(TIME_COLUMN).to_pylist()
+        payload = [c for c in held.column_names if c in public]
+        release = ("join as of t, emit" if plan.how == "left"
+                   else "join as of t, emit if its key is present")
+        _extend(out, _key_texts(held, plan.stream_key_internal, public), "stream row", times,
+                None, times, "wm > releases_at", [release] * held.num_rows,
+                _json_rows(held.select(payload).rename_columns([public[c] for c in payload])))
+    history = state.history
+    n = history.num_rows
+    if n:
+        public = {c: plan.table_names[int(c[len("__il_r"):])]
+                  for c in history.column_names if c.startswith("__il_r")}
+        t = np.asarray(history.column(TIME_COLUMN).to_numpy(), dtype=np.int64)
+        seq = np.asarray(history.column(SEQ_COLUMN).to_numpy(), dtype=np.int64)
+        tomb = np.asarray(history.column(TOMBSTONE_FLAG_COLUMN).to_numpy(zero_copy_only=False),
+                          dtype=bool)
+        codes = key_codes([history.column(k) for k in plan.table_key_internal], n,
+                          null_is_value=True)
+        order = np.lexsort((seq, t, codes))
+        following = np.full(n, -1, dtype=np.int64)  # the next version of the same key
+        same = codes[order][1:] == codes[order][:-1]
+        following[order[:-1][same]] = order[1:][same]
+        hr = plan.retention_us
+        releases: list[int | None] = []
+        what: list[str] = []
+        for i in range(n):
+            if following[i] >= 0:
+                releases.append(int(t[following[i]]) + hr)
+                what.append("drop (a newer version reaches wm - HR)")
+            elif tomb[i]:
+                releases.append(int(t[i]) + hr)
+                what.append("drop (the tombstone reaches wm - HR)")
+            else:
+                releases.append(None)
+                what.append("keep (the key's newest version)")
+        payload = [c for c in history.column_names if c in public]
+        _extend(out, _key_texts(history, plan.table_key_internal, public),
+                ["table tombstone" if x else "table version" for x in tomb.tolist()],
+                t.tolist(), None, releases, "wm >= releases_at", what,
+                _json_rows(history.select(payload).rename_columns(
+                    [public[c] for c in payload])))
+    return out
+
+
+def _extend(out: dict[str, list[Any]], keys: list[str], item: Any, times: list[int],
+            matched: Any, releases: list[Any], rule: str, release: list[str],
+            rows: list[str]) -> None:
+    """Append ``len(keys)`` items; ``item`` and ``matched`` may be one value for all."""
+    n = len(keys)
+    out["key"].extend(keys)
+    out["item"].extend(item if isinstance(item, list) else [item] * n)
+    out["event_time"].extend(times)
+    out["matched"].extend(matched if isinstance(matched, list) else [matched] * n)
+    out["releases_at"].extend(releases)
+    out["rule"].extend([rule] * n)
+    out["release"].extend(release)
+    out["row"].extend(rows)

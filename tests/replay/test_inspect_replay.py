@@ -321,3 +321,89 @@ def test_inspect_reports_the_windows_the_oracle_holds_at_every_batch(
         some_held += len(found.items)
     assert some_held > 0
     assert digest(checkpoint) == before, "inspect wrote into the checkpoint"
+
+
+STREAM = T.StructType([
+    T.StructField("id", T.LongType()),
+    T.StructField("order", T.StringType()),
+    T.StructField("ts", T.TimestampType()),
+])
+TABLE = T.StructType([
+    T.StructField("id", T.LongType()),
+    T.StructField("tier", T.StringType()),
+    T.StructField("deleted", T.BooleanType()),
+    T.StructField("ts", T.TimestampType()),
+])
+
+
+def random_stream_table_log(seed: int, n_batches: int = 4) -> list[JoinBatch]:
+    """Orders and tier updates (some tombstones), out of order, over four keys."""
+    rnd = random.Random(seed)
+    log = []
+    for b in range(n_batches):
+        orders = tuple({"id": rnd.randrange(4), "order": f"o{b}_{i}",
+                        "ts": at(max(0.0, b * 6 + rnd.uniform(-6, 6)))}
+                       for i in range(rnd.randrange(2, 7)))
+        tiers = tuple({"id": rnd.randrange(4), "tier": rnd.choice(["gold", "silver"]),
+                       "deleted": rnd.random() < 0.2,
+                       "ts": at(max(0.0, b * 6 + rnd.uniform(-6, 6)))}
+                      for _ in range(rnd.randrange(1, 5)))
+        log.append(JoinBatch(left=orders, right=tiers))
+    return log
+
+
+@settings(max_examples=2, deadline=None, derandomize=False, phases=[Phase.generate],
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000), how=st.sampled_from(["inner", "left"]),
+       emit=st.sampled_from(["final", "eager"]), retention_ms=st.sampled_from([0, 4_000]))
+def test_inspect_reports_the_stream_rows_and_versions_the_oracle_holds(
+        spark, one_run_store, tmp_path, seed, how, emit, retention_ms):
+    import json
+
+    from interlace import StreamTableJoin, prepare_stream_table_join
+    from interlace.testing.oracles.stream_table import oracle_stream_table_join
+
+    spec = StreamTableJoin(left_keys=["id"], right_keys=["id"], how=how, emit=emit,
+                           event_time_column="ts", lateness_ms=3_000,
+                           history_retention_ms=retention_ms, tombstone_column="deleted",
+                           key_groups=3)
+    log = random_stream_table_log(seed)
+    bound = []
+
+    def build(stream, table):
+        op = prepare_stream_table_join(stream, table, spec)
+        bound.append(op)
+        return op.apply()
+
+    workdir = tmp_path / uuid.uuid4().hex
+    result = replay_join(spark, log, STREAM, TABLE, build, workdir=workdir)
+    want = oracle_stream_table_join(spec, result.scheduled(log, JoinBatch),
+                                    left_columns=STREAM.names, right_columns=TABLE.names)
+    checkpoint = workdir / "checkpoint"
+    before = digest(checkpoint)
+    ids = sorted(b.batch_id for b in result.batches)
+    assert len(want.held) == len(ids), (len(want.held), ids)
+    some_held = 0
+    for batch in ids:
+        found = inspect_operator(spark, checkpoint, bound[-1], batch_id=batch)
+        got = Counter()
+        for i in found.items:
+            row = json.loads(i["row"])
+            what = row.get("order", row.get("tier") if i["item"] == "table version" else None)
+            got[(i["item"], i["key"], i["event_time"], i["releases_at"], what)] += 1
+        wm_us = found.wm_us
+        held = Counter()
+        for h in want.held[batch]:
+            # The operator also drops a tombstone at or before wm - HR that is its key's newest
+            # version there (operators/stream_table/step.py `_retain`: a tombstone and no
+            # version give the same absent key); the oracle keeps it. Not compared.
+            if (h.kind == "table tombstone" and wm_us is not None
+                    and h.event_time_us <= wm_us - retention_ms * 1000):
+                continue
+            what = (h.row["order"] if h.kind == "stream row"
+                    else h.row["tier"] if h.kind == "table version" else None)
+            held[(h.kind, f"id={h.key[0]}", h.event_time_us, h.releases_at_us, what)] += 1
+        assert got == held, f"batch {batch}"
+        some_held += len(found.items)
+    assert some_held > 0
+    assert digest(checkpoint) == before, "inspect wrote into the checkpoint"

@@ -98,12 +98,16 @@ class TableOracleResult:
         spark_dropped: Side -> rows Spark removed before the operator saw them.
         dead_lettered: Side -> rows judged late and sent to the dead-letter output.
         output_columns: The output column names, in order.
+        held: Per micro-batch, what the operator holds after it (the stream-table join:
+            :class:`~interlace.testing.oracles.stream_table.HeldTableItem`), what
+            ``interlace inspect`` must report for that batch.
 
     """
 
     rows: list[OracleRow] = field(default_factory=list)
     spark_watermarks_ms: list[int] = field(default_factory=list)
     num_batches: int = 0
+    held: list[list[Any]] = field(default_factory=list)
     late_dropped: dict[str, int] = field(default_factory=_per_side)
     null_key_dropped: dict[str, int] = field(default_factory=_per_side)
     spark_dropped: dict[str, int] = field(default_factory=_per_side)

@@ -39,13 +39,35 @@ from interlace.testing.oracles.changelog import (
 from interlace.testing.oracles.resolve import prefixes
 from interlace.testing.oracles.rows import DEAD_LETTER_COLUMN, OracleRow
 
-__all__ = ["RIGHT_VALID_FROM", "STREAM_TABLE_HOWS", "oracle_stream_table_join"]
+__all__ = ["RIGHT_VALID_FROM", "STREAM_TABLE_HOWS", "HeldTableItem", "oracle_stream_table_join"]
 
 STREAM_TABLE_HOWS = ("inner", "left")
 """Every ``how`` of the stream-table join."""
 
 RIGHT_VALID_FROM = "right_valid_from"
 """The output column holding the joined version's event time (NULL when absent), §8."""
+
+
+@dataclass(frozen=True)
+class HeldTableItem:
+    """A held stream row or a retained table version after a micro-batch (§7, §8).
+
+    Attributes:
+        kind: ``"stream row"``, ``"table version"`` or ``"table tombstone"``.
+        key: The key's values.
+        event_time_us: The row's or version's event time.
+        releases_at_us: A stream row: its event time (joined once ``wm >`` it). A version:
+            the next version of its key plus ``HR`` (dropped once ``wm`` reaches it), a
+            tombstone with none after it: its own time plus ``HR``; a key's newest present
+            version: None (kept until a newer one).
+        row: The stream row, or the version's values (None for a tombstone).
+    """
+
+    kind: str
+    key: tuple[Any, ...] | None
+    event_time_us: int
+    releases_at_us: int | None
+    row: Mapping[str, Any] | None
 
 
 @dataclass(frozen=True)
@@ -185,6 +207,22 @@ class _StreamTableModel:
         if wm_us is not None:
             boundary_us = wm_us - cfg.retention_us
             self.retained = {key: _retain(h, boundary_us) for key, h in self.retained.items()}
+
+    def held_items(self) -> list[HeldTableItem]:
+        """What the model holds now: the held stream rows and every retained version."""
+        cfg = self.cfg
+        out = [HeldTableItem("stream row", key_tuple(a.row, cfg.stream_keys), a.event_time_us,
+                             a.event_time_us, dict(a.row)) for a in self.held]
+        for key, versions in self.retained.items():
+            ordered = sorted(versions, key=lambda v: (v.event_time_us, v.seq))
+            for i, v in enumerate(ordered):
+                if i + 1 < len(ordered):
+                    at: int | None = ordered[i + 1].event_time_us + cfg.retention_us
+                else:
+                    at = v.event_time_us + cfg.retention_us if v.values is None else None
+                kind = "table tombstone" if v.values is None else "table version"
+                out.append(HeldTableItem(kind, key, v.event_time_us, at, v.values))
+        return out
 
     def _join(self, batch: int, arrival: Arrival) -> None:
         """§8 partner: the version of the row's key as of its event time."""
@@ -334,4 +372,9 @@ def oracle_stream_table_join(
     horizon_ms = cfg.retention_us // 1000 + dlq_extra_horizon_ms(read.view, cfg.late_data)
     result = TableOracleResult(output_columns=list(cfg.output_columns))
     model = _StreamTableModel(cfg, result)
-    return read.replay(log, horizon_ms, watermark_policy, result, model.call)
+
+    def call(batch: int, arrivals: dict[str, list[Arrival]], wm_us: int | None) -> None:
+        model.call(batch, arrivals, wm_us)
+        result.held.append(model.held_items())
+
+    return read.replay(log, horizon_ms, watermark_policy, result, call)
