@@ -351,7 +351,12 @@ class _Decoder:
 
 
 def _decoder(operator: Any) -> _Decoder:
-    from interlace.inspection_items import join_items, stream_table_items, window_items
+    from interlace.inspection_items import (
+        join_items,
+        stream_table_items,
+        table_join_items,
+        window_items,
+    )
 
     plan_type = type(operator.plan).__name__
     if plan_type == "JoinPlan":
@@ -360,6 +365,8 @@ def _decoder(operator: Any) -> _Decoder:
         return _Decoder("window", window_items)
     if plan_type == "StreamTablePlan":
         return _Decoder("stream_table", stream_table_items)
+    if plan_type == "TableJoinPlan":
+        return _Decoder("table", table_join_items)
     kind = type(operator.spec).__name__
     msg = (f"inspect decodes the state of stream-stream joins and window aggregations; a "
            f"{kind}'s is not decoded yet "

@@ -16,7 +16,13 @@ from typing import Any
 import pyarrow as pa
 from interlace.operators.common.compat import to_pylist
 
-__all__ = ["join_items", "release_of_join_row", "stream_table_items", "window_items"]
+__all__ = [
+    "join_items",
+    "release_of_join_row",
+    "stream_table_items",
+    "table_join_items",
+    "window_items",
+]
 
 #: Sides whose rows that never matched are emitted at eviction (SEMANTICS §2).
 _PRESERVED = {"left": ("left", "full", "left_anti"), "right": ("right", "full")}
@@ -286,3 +292,66 @@ def _extend(out: dict[str, list[Any]], keys: list[str], item: Any, times: list[i
     out["rule"].extend([rule] * n)
     out["release"].extend(release)
     out["row"].extend(rows)
+
+
+def table_join_items(plan: Any, blob: bytes) -> dict[str, list[Any]]:
+    """A table-table join's key group: its pending updates and each key's latest versions.
+
+    * a pending update (``emit="final"``) is applied in the first micro-batch with
+      ``wm > t`` (``releases_at = t``) and emits an upsert or a delete (§9);
+    * each key keeps the latest applied version of each table (a tombstone too): later
+      updates are judged late against its time, and the join's value is read from it. It
+      is released by no watermark (``releases_at`` None), only replaced by a newer update.
+    """
+    from interlace.operators.table.plan import NEXT_VERSION, SIDE_DELETED, SIDE_TIME
+    from interlace.state.table_join import decode_table_join_state
+
+    state = decode_table_join_state(blob, plan.fp, *plan.state_schemas)
+    out: dict[str, list[Any]] = {c: [] for c in _COLUMNS}
+    _pending_updates(out, plan, state.held)
+    keys = state.keys
+    if keys.num_rows:
+        left = plan.sides[0]
+        key_names = {k: left.names[left.payload.names.index(c)]
+                     for k, c in zip(plan.key_internal, left.key_internal, strict=True)}
+        key_text = _key_texts(keys, plan.key_internal, key_names)
+        version = keys.column(NEXT_VERSION).to_pylist()
+        for side, name in ((0, "left"), (1, "right")):
+            s = plan.sides[side]
+            times = keys.column(SIDE_TIME[side]).to_pylist()
+            deleted = keys.column(SIDE_DELETED[side]).to_pylist()
+            values = keys.select(list(s.value_internal)).rename_columns(
+                [s.names[s.payload.names.index(c)] for c in s.value_internal])
+            rows = _json_rows(values)
+            for i, t in enumerate(times):
+                if t is None:
+                    continue
+                row = rows[i] if not deleted[i] else "{}"
+                _extend(out, [key_text[i]], f"{name} {'tombstone' if deleted[i] else 'version'}",
+                        [int(t)], None, [None], "none",
+                        [f"keep (the key's latest {name} version; next output version "
+                         f"{version[i]})"], [row])
+    return out
+
+
+def _pending_updates(out: dict[str, list[Any]], plan: Any, held: pa.Table) -> None:
+    """The updates waiting for ``wm > t`` (``emit="final"``), each under its table's names."""
+    from interlace.operators.common.prepare import SIDE_COLUMN
+    from interlace.state.buffers import TIME_COLUMN
+
+    if not held.num_rows:
+        return
+    sides = held.column(SIDE_COLUMN).to_pylist()
+    times = held.column(TIME_COLUMN).to_pylist()
+    for side, name in ((0, "left"), (1, "right")):
+        idx = [i for i, x in enumerate(sides) if x == side]
+        if not idx:
+            continue
+        s = plan.sides[side]
+        rows = held.take(pa.array(idx, pa.int64()))
+        public = dict(zip(s.payload.names, s.names, strict=True))
+        payload = rows.select(list(s.payload.names)).rename_columns(list(s.names))
+        _extend(out, _key_texts(rows, s.key_internal, public), f"{name} update",
+                [int(times[i]) for i in idx], None, [int(times[i]) for i in idx],
+                "wm > releases_at", ["apply, emit upsert or delete"] * len(idx),
+                _json_rows(payload))

@@ -235,22 +235,23 @@ def _apply(
     return new_keys, output
 
 
-_Values = tuple[pa.Table, NDArray[np.int64], NDArray[np.bool_]]
+_Values = tuple[pa.Table, NDArray[np.int64], NDArray[np.bool_], NDArray[np.bool_]]
 
 
 def _side_values(plan: TableJoinPlan, s: int, stored: pa.Table, due: pa.Table) -> _Values:
-    """Side ``s``'s value columns, µs times and tombstone flags: stored rows, then due rows."""
+    """Side ``s``'s value columns, µs times, tombstone flags and whether each is a version at
+    all (a stored key whose side never had an update has none): stored rows, then due rows."""
     sd = plan.sides[s]
     names = list(sd.value_internal)
     values = pa.concat_tables([stored.select(names), due.select(names)])
-    times = np.concatenate([
-        i64(stored.column(SIDE_TIME[s]).fill_null(0)), i64(due.column(TIME_COLUMN))
-    ])
+    stored_time = stored.column(SIDE_TIME[s])
+    times = np.concatenate([i64(stored_time.fill_null(0)), i64(due.column(TIME_COLUMN))])
     deleted = np.concatenate([
         bools(stored.column(SIDE_DELETED[s]).fill_null(True)),
         tombstone_mask(due, sd.tombstone_internal, sd.value_internal),
     ])
-    return values, times, deleted
+    known = np.concatenate([bools(pc.is_valid(stored_time)), np.ones(due.num_rows, dtype=bool)])
+    return values, times, deleted, known
 
 
 def _changelog(
@@ -269,7 +270,7 @@ def _changelog(
     rows = np.flatnonzero(emitted)
     cols: list[pa.Array | pa.ChunkedArray] = list(keys.take(pa.array(rows)).columns)
     for s in (0, 1):
-        values, _, deleted = sides[s]
+        values, _, deleted, _ = sides[s]
         idx = src[s][rows]
         valid = upsert[rows] & (idx >= 0)
         valid &= ~deleted[np.maximum(idx, 0)]
@@ -303,9 +304,11 @@ def _new_keys(
     ends = np.flatnonzero(last)
     cols: list[pa.Array | pa.ChunkedArray] = list(keys.take(pa.array(ends)).columns)
     for s in (0, 1):
-        values, times, deleted = sides[s]
+        values, times, deleted, known = sides[s]
         idx = src[s][ends]
-        valid = idx >= 0
+        # A side that never had an update stays NULL (not a tombstone at the epoch: §9 judges
+        # a later update late against the time of one already applied, and there is none).
+        valid = (idx >= 0) & known[np.maximum(idx, 0)]
         cols.append(pa.array(np.where(valid, times[np.maximum(idx, 0)], 0), pa.int64(),
                              mask=~valid))
         cols.append(pa.array(deleted[np.maximum(idx, 0)], pa.bool_(), mask=~valid))

@@ -11,7 +11,7 @@ Spark layer are in :mod:`~interlace.testing.oracles.changelog`. It imports nothi
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -55,6 +55,27 @@ class Update:
 # --------------------------------------------------------------------------------------
 # §9: applying table updates one at a time (the table-table and foreign-key joins)
 # --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class HeldUpdateItem:
+    """A pending update or a key's latest version of one table, after a micro-batch (§9).
+
+    Attributes:
+        kind: ``"left update"`` / ``"right update"`` (waiting for ``wm > t`` under
+            ``emit="final"``), or ``"left version"`` / ``"left tombstone"`` (and right).
+        key: The key's values in its table.
+        event_time_us: The update's event time.
+        releases_at_us: A pending update: its event time; a version: None (kept: the key's
+            latest, which later updates are judged late against).
+        row: The update's input row.
+    """
+
+    kind: str
+    key: KeyTuple
+    event_time_us: int
+    releases_at_us: int | None
+    row: Mapping[str, Any]
 
 
 @dataclass
@@ -116,7 +137,23 @@ class UpdateModel:
         model = cls(spec, changelogs, result)
         # §7: H is 0 for the table-table and foreign-key joins (plus the dlq horizon under dlq).
         horizon_ms = dlq_extra_horizon_ms(spec.view, spec.late_data)
-        return spec.replay(log, horizon_ms, watermark_policy, result, model.call)
+
+        def call(batch: int, arrivals: dict[str, list[Arrival]], wm_us: int | None) -> None:
+            model.call(batch, arrivals, wm_us)
+            result.held.append(model.held_items())
+
+        return spec.replay(log, horizon_ms, watermark_policy, result, call)
+
+    def held_items(self) -> list[HeldUpdateItem]:
+        """The pending updates and every key's latest version of each table."""
+        out = [HeldUpdateItem(f"{u.side} update", u.key, u.event_time_us(), u.event_time_us(),
+                              dict(u.arrival.row)) for u in self.pending]
+        for side in SIDES:
+            for key, latest in self.latest[side].items():
+                kind = f"{side} version" if latest.row is not None else f"{side} tombstone"
+                out.append(HeldUpdateItem(kind, key, latest.event_time_us, None,
+                                          dict(latest.row or {})))
+        return out
 
     def call(self, batch: int, arrivals: dict[str, list[Arrival]], wm_us: int | None) -> None:
         """Take one call's updates, then apply the due ones in order."""

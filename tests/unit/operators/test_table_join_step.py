@@ -277,3 +277,25 @@ def test_docs_table_join_page_examples_run() -> None:
     page = Path(__file__).resolve().parents[3] / "docs" / "table-join.md"
     result = doctest.testfile(str(page), module_relative=False, optionflags=doctest.ELLIPSIS)
     assert result.attempted > 5 and result.failed == 0
+
+
+def test_a_side_never_updated_stays_no_version_in_the_state():
+    # The left side of key k is updated in two calls, the right never: the stored right side
+    # stays NULL ("no version"), not a tombstone at the epoch, which `interlace inspect` would
+    # report as a right tombstone of 1970 (and §9 would judge a later right update late
+    # against it, were Spark not to drop rows at or before the epoch first).
+    spec = TableJoin(left_keys=["k"], right_keys=["k"], event_time_column="event_time",
+                     how="full", emit="eager", key_groups=1)
+    log = [JoinBatch(left=(r("k", "A", 1),)), JoinBatch(left=(r("k", "B", 2),)),
+           JoinBatch(right=(r("k", "a", 3),))]
+    check(spec, log)
+    plan = TableJoinPlan.from_schemas(spec, KV, KV)
+    state = TableJoinState.empty(*plan.state_schemas)
+    from interlace.operators.table.plan import SIDE_DELETED, SIDE_TIME
+
+    for b in log[:2]:
+        state = step(plan, state, batch_of(plan, [(0, row) for row in b.left]), None).state
+        assert state.keys.column(SIDE_TIME[1]).to_pylist() == [None]
+        assert state.keys.column(SIDE_DELETED[1]).to_pylist() == [None]
+    state = step(plan, state, batch_of(plan, [(1, row) for row in log[2].right]), None).state
+    assert state.keys.column(SIDE_TIME[1]).to_pylist() == [to_us(at(3))]
