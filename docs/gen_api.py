@@ -43,6 +43,8 @@ MODULES = [
     "interlace.runner",
     "interlace.run_inputs",
     "interlace.run_progress",
+    "interlace.inspection",
+    "interlace.inspection_items",
     "interlace.chain",
     "interlace.targets",
     "interlace.sinks",

@@ -64,7 +64,9 @@ def _parser() -> argparse.ArgumentParser:
         help="print an operator's output per event of a small JSON log",
         description="Replay a small JSON event log through the real join, window, "
         "stream-table, table-table or foreign-key operator function (no Spark) and print, per "
-        "micro-batch, the rows it emits. See docs/explain.md.",
+        "micro-batch, the rows it emits. See docs/explain.md. The same rules on a running "
+        "pipeline's state, item by item with the watermark that releases each: "
+        "interlace inspect PIPELINE.toml (docs/inspect.md).",
         epilog="""log format (JSON):
   {"events": [EVENT, ...]}: each event is its own micro-batch, in ts order (stable; with
   --arrival file, as written), then Spark's trailing no-data batch if the watermark moved.

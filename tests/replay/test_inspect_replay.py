@@ -484,3 +484,30 @@ def test_inspect_reports_the_updates_and_versions_the_table_oracle_holds(
         some_held += len(found.items)
     assert some_held > 0
     assert digest(checkpoint) == before, "inspect wrote into the checkpoint"
+
+
+# The compatibility tier (.ci/compat): on every supported PySpark line, inspect reads a join's
+# state (Spark 4.0 and later have the state data source) or refuses with the way out (3.5).
+@pytest.mark.compat
+def test_inspect_on_this_pyspark_line(spark, tmp_path):
+    from interlace.operators.common.compat import pyspark_version
+    from interlace.operators.errors import ConfigError
+
+    spec = Join(left_keys=["id"], right_keys=["id"], how="full", time_window_ms=5_000,
+                event_time_column="ts", key_groups=2)
+    log = random_log(seed=3, n_batches=3)
+    result, op = replay_with_operator(spark, log, spec, tmp_path)
+    checkpoint = tmp_path / "checkpoint"
+    before = digest(checkpoint)
+    if int(pyspark_version().split(".")[0]) < 4:
+        with pytest.raises(ConfigError, match=r"needs Spark's state data source, which PySpark "
+                                              r"3\.5\.\d+ does not have .* PySpark 4\.x venv"):
+            inspect_operator(spark, checkpoint, op)
+    else:
+        want = oracle_join(spec, result.scheduled(log, JoinBatch), left_columns=COLS,
+                           right_columns=COLS)
+        last = max(b.batch_id for b in result.batches)
+        for batch in (0, last):
+            found = inspect_operator(spark, checkpoint, op, batch_id=batch)
+            assert held_by_inspect(found, "full") == held_by_oracle(want, batch, "full")
+    assert digest(checkpoint) == before
