@@ -352,6 +352,7 @@ class _Decoder:
 
 def _decoder(operator: Any) -> _Decoder:
     from interlace.inspection_items import (
+        foreign_key_items,
         join_items,
         stream_table_items,
         table_join_items,
@@ -367,6 +368,8 @@ def _decoder(operator: Any) -> _Decoder:
         return _Decoder("stream_table", stream_table_items)
     if plan_type == "TableJoinPlan":
         return _Decoder("table", table_join_items)
+    if plan_type == "ForeignKeyJoinPlan":
+        return _Decoder("foreign_key", foreign_key_items)
     kind = type(operator.spec).__name__
     msg = (f"inspect decodes the state of stream-stream joins and window aggregations; a "
            f"{kind}'s is not decoded yet "

@@ -17,6 +17,7 @@ import pyarrow as pa
 from interlace.operators.common.compat import to_pylist
 
 __all__ = [
+    "foreign_key_items",
     "join_items",
     "release_of_join_row",
     "stream_table_items",
@@ -355,3 +356,60 @@ def _pending_updates(out: dict[str, list[Any]], plan: Any, held: pa.Table) -> No
                 [int(times[i]) for i in idx], None, [int(times[i]) for i in idx],
                 "wm > releases_at", ["apply, emit upsert or delete"] * len(idx),
                 _json_rows(payload))
+
+
+def foreign_key_items(plan: Any, blob: bytes) -> dict[str, list[Any]]:
+    """A foreign-key join's key group: pending updates, left versions, the right table.
+
+    The right table is replicated: every key group holds all of it (each right update
+    reaches every key group), so a right version or a pending right update appears once per
+    key group. Pending updates (``emit="final"``) are applied at ``wm > t``; versions are
+    kept (released by no watermark), as in the table-table join (§9).
+    """
+    from interlace.operators.common.prepare import HOME_COLUMN
+    from interlace.operators.foreign_key.plan import (
+        LEFT_DELETED,
+        LEFT_TIME,
+        NEXT_VERSION,
+        RIGHT_DELETED,
+        RIGHT_TIME,
+    )
+    from interlace.state.foreign_key import decode_foreign_key_state
+
+    state = decode_foreign_key_state(blob, plan.fp, *plan.state_schemas)
+    out: dict[str, list[Any]] = {c: [] for c in _COLUMNS}
+    held = state.held
+    if held.num_rows and HOME_COLUMN in held.column_names:
+        held = held.drop_columns([HOME_COLUMN])
+    _pending_updates(out, plan, held)
+    left_side, right_side = plan.sides
+    left_fk = [left_side.names[left_side.payload.names.index(c)] for c in plan.fk_internal]
+    right_key = [right_side.names[right_side.payload.names.index(c)]
+                 for c in right_side.key_internal]
+    for table, side, key_cols, key_names, time_col, deleted_col, extra in (
+        (state.left, left_side, plan.key_internal,
+         [left_side.names[left_side.payload.names.index(c)] for c in left_side.key_internal],
+         LEFT_TIME, LEFT_DELETED, NEXT_VERSION),
+        (state.right, right_side, plan.fk_state, right_key, RIGHT_TIME, RIGHT_DELETED, None),
+    ):
+        if not table.num_rows:
+            continue
+        name = "left" if side is left_side else "right"
+        public = dict(zip(key_cols, key_names, strict=True))
+        values = table.select(list(side.value_internal)).rename_columns(
+            [side.names[side.payload.names.index(c)] for c in side.value_internal])
+        if side is left_side:  # the left version's foreign key, under the left's names
+            for c, n in zip(plan.fk_state, left_fk, strict=True):
+                if n not in values.column_names:
+                    values = values.append_column(n, table.column(c))
+        rows = _json_rows(values)
+        deleted = table.column(deleted_col).to_pylist()
+        versions = table.column(extra).to_pylist() if extra else [None] * table.num_rows
+        release = [f"keep (the key's latest {name} version"
+                   + (f"; next output version {v})" if v is not None else ")") for v in versions]
+        _extend(out, _key_texts(table, key_cols, public),
+                [f"{name} {'tombstone' if d else 'version'}" for d in deleted],
+                [int(t) for t in table.column(time_col).to_pylist()], None,
+                [None] * table.num_rows, "none", release,
+                [r if not d else "{}" for r, d in zip(rows, deleted, strict=True)])
+    return out
