@@ -24,6 +24,7 @@ else:
 
     require_supported_pyspark()
 
+from interlace.inspection import inspect
 from interlace.operators import (
     Aggregation,
     ConfigError,
@@ -54,7 +55,6 @@ from interlace.operators import (
     window_aggregate,
 )
 from interlace.operators.common.pending import schedule_pending_no_data_batch
-from interlace.inspection import inspect
 from interlace.pipeline import Pipeline, Source, SparkSettings, Target
 from interlace.session import local_session
 from interlace.state import StateDecodeError, StateVersionError

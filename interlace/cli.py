@@ -244,7 +244,8 @@ def _inspect_parser(sub: Any) -> None:
         description="Read each stage's checkpoint through Spark's state data source (read-only; "
         "PySpark 4.0+) and print every held item with the watermark that releases it. See "
         "docs/inspect.md.")
-    ins.add_argument("pipeline", type=Path, help="the pipeline file (TOML) whose checkpoints to read")
+    ins.add_argument("pipeline", type=Path,
+                     help="the pipeline file (TOML) whose checkpoints to read")
     _add_verbose(ins)
     ins.add_argument("--batch", type=int, default=None,
                      help="the micro-batch to read (default: the last committed one)")

@@ -106,8 +106,8 @@ class _Context:
 def run_command(args: argparse.Namespace, dispatch: Callable[[argparse.Namespace], int]) -> int:
     """Run ``dispatch(args)``; on failure print a short message and return its exit code.
 
-    ``run``, ``demo`` and ``inspect`` write Spark's output to a log file (named in the message) unless
-    ``args.verbose``; with ``args.verbose`` the full trace is printed before the message.
+    ``run``, ``demo`` and ``inspect`` write Spark's output to a log file (named in the message)
+    unless ``args.verbose``; with ``args.verbose`` the full trace is printed before the message.
     """
     verbose = bool(vars(args).pop("verbose", False))  # consumed here: commands never see it
     capture = args.command in _SPARK_COMMANDS and not verbose

@@ -294,7 +294,6 @@ def _frame(columns: dict[str, list[Any]], stage: str, kind: str, wm_us: int | No
     """The items' frame: the decoders' columns, stage, operator, wm and wait_ms, sorted."""
     import numpy as np
     import pandas as pd
-
     import pyarrow as pa
 
     n = len(columns["key"])
@@ -453,8 +452,8 @@ def render(found: Sequence[Inspection], *, limit: int = 50) -> str:
     lines: list[str] = []
     for one in found:
         s = one.summary()
-        lines.append(f"{one.stage} ({one.operator}): batch {one.batch_id}, Spark W "
-                     f"{_iso(one.spark_watermark_ms * 1000) if one.spark_watermark_ms > 0 else 'none'}"
+        w = _iso(one.spark_watermark_ms * 1000) if one.spark_watermark_ms > 0 else "none"
+        lines.append(f"{one.stage} ({one.operator}): batch {one.batch_id}, Spark W {w}"
                      f", wm {s['wm'] or 'none yet'}; {_held(one)}, {s['bytes']:,} "
                      f"bytes in {s['key_groups']} key groups (skew {s['skew']}); read in "
                      f"{one.took_s:.2f} s")

@@ -14,6 +14,7 @@ import json
 from typing import Any
 
 import pyarrow as pa
+
 from interlace.operators.common.compat import to_pylist
 
 __all__ = [
@@ -48,6 +49,7 @@ def join_items(plan: Any, blob: bytes) -> dict[str, list[Any]]:
         StateDecodeError, StateVersionError: The blob is not a join blob of this plan's spec.
     """
     import numpy as np
+
     from interlace.state.buffers import MATCHED_COLUMN, TIME_COLUMN, decode_join_state
 
     buffers = decode_join_state(blob, plan.fp, plan.left_buffer_schema, plan.right_buffer_schema)
@@ -92,6 +94,7 @@ def window_items(plan: Any, blob: bytes) -> dict[str, list[Any]]:
     (the aggregates so far, its bounds, its group).
     """
     import numpy as np
+
     from interlace.operators.window.output import output_frame
     from interlace.operators.window.step import WindowState
 
@@ -222,6 +225,7 @@ def stream_table_items(plan: Any, blob: bytes) -> dict[str, list[Any]]:
       is not a tombstone is kept until a newer one arrives: no ``releases_at``.
     """
     import numpy as np
+
     from interlace.operators.common.keys import key_codes
     from interlace.state.buffers import TIME_COLUMN
     from interlace.state.tables import (

@@ -13,7 +13,6 @@ read (``frames``). :mod:`interlace.runner` starts the query this builds;
 from __future__ import annotations
 
 import dataclasses
-
 from pathlib import Path
 from typing import Any
 

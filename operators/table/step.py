@@ -239,8 +239,10 @@ _Values = tuple[pa.Table, NDArray[np.int64], NDArray[np.bool_], NDArray[np.bool_
 
 
 def _side_values(plan: TableJoinPlan, s: int, stored: pa.Table, due: pa.Table) -> _Values:
-    """Side ``s``'s value columns, µs times, tombstone flags and whether each is a version at
-    all (a stored key whose side never had an update has none): stored rows, then due rows."""
+    """Side ``s``'s value columns, µs times, tombstone flags and whether each is a version.
+
+    Stored rows, then due rows. A stored key whose side never had an update has no version.
+    """
     sd = plan.sides[s]
     names = list(sd.value_internal)
     values = pa.concat_tables([stored.select(names), due.select(names)])
