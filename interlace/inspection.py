@@ -106,17 +106,15 @@ class Inspection:
         """The held items as dicts (:data:`ITEM_COLUMNS`; times as µs ints, None if none)."""
         return _records(self.frame)
 
-    def filtered(self, *, key: str | None = None, operator: str | None = None,
+    def filtered(self, *, key: str | None = None,
                  held_longer_than_ms: int | None = None) -> Inspection:
         """The same inspection with only the items that pass every filter given.
 
         ``key``: ``VALUE`` (any key column equal to it, as text) or ``COLUMN=VALUE``;
-        ``operator``: the stage's name or operator kind; ``held_longer_than_ms``: items whose
-        event time is more than that behind ``wm`` (none before a watermark).
+        ``held_longer_than_ms``: items whose event time is more than that behind ``wm`` (none
+        before a watermark). Which stages are read is :func:`inspect_pipeline`'s ``only``.
         """
         frame = self.frame
-        if operator is not None and operator not in (self.stage, self.operator):
-            frame = frame.iloc[:0]
         if key is not None:
             frame = frame[[_key_matches(k, key) for k in frame["key"]]]
         if held_longer_than_ms is not None:
@@ -173,12 +171,10 @@ def _key_matches(key: str, wanted: str) -> bool:
 
 
 def _iso(us: int | None) -> str | None:
-    import datetime as dt
+    """A time in µs as ISO-8601 UTC text (:func:`~interlace.operators.window.slots.iso_utc`)."""
+    from interlace.operators.window.slots import iso_utc
 
-    if us is None:
-        return None
-    return (dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
-            + dt.timedelta(microseconds=us)).isoformat().replace("+00:00", "Z")
+    return None if us is None else iso_utc(int(us))
 
 
 # ------------------------------------------------------------------------------------------

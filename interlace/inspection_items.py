@@ -16,6 +16,7 @@ from typing import Any
 import pyarrow as pa
 
 from interlace.operators.common.compat import to_pylist
+from interlace.operators.window.slots import iso_utc
 
 __all__ = [
     "foreign_key_items",
@@ -55,31 +56,21 @@ def join_items(plan: Any, blob: bytes) -> dict[str, list[Any]]:
     buffers = decode_join_state(blob, plan.fp, plan.left_buffer_schema, plan.right_buffer_schema)
     out: dict[str, list[Any]] = {c: [] for c in _COLUMNS}
     sides = (
-        ("left", buffers.left, plan.left_names, plan.left_key_internal,
+        ("left", buffers.left, plan.left_payload, plan.left_names, plan.left_key_internal,
          plan.upper_us + plan.allowance_us),
-        ("right", buffers.right, plan.right_names, plan.right_key_internal,
+        ("right", buffers.right, plan.right_payload, plan.right_names, plan.right_key_internal,
          -plan.lower_us + plan.allowance_us),
     )
-    for side, table, names, key_internal, bound in sides:
-        n = table.num_rows
-        if n == 0:
+    for side, table, payload, names, key_internal, bound in sides:
+        if table.num_rows == 0:
             continue
-        payload = [c for c in table.column_names if c not in (TIME_COLUMN, MATCHED_COLUMN)]
-        # Internal column __il_l3 / __il_r3 -> the input's fourth column name.
-        public = {c: names[int(c[len("__il_l"):])] for c in payload}
+        public = dict(zip(payload.names, names, strict=True))  # __il_l3 -> the input's name
         times = np.asarray(table.column(TIME_COLUMN).to_numpy(), dtype=np.int64)
-        matched = np.asarray(table.column(MATCHED_COLUMN).to_numpy(zero_copy_only=False),
-                             dtype=bool)
+        matched = table.column(MATCHED_COLUMN).to_pylist()
         release = {m: release_of_join_row(plan.how, side, m) for m in (False, True)}
-        out["key"].extend(_key_texts(table, key_internal, public))
-        out["item"].extend([f"{side} row"] * n)
-        out["event_time"].extend(times.tolist())
-        out["matched"].extend(matched.tolist())
-        out["releases_at"].extend((times + bound).tolist())
-        out["rule"].extend(["wm > releases_at"] * n)
-        out["release"].extend([release[m] for m in matched.tolist()])
-        out["row"].extend(_json_rows(table.select(payload).rename_columns(
-            [public[c] for c in payload])))
+        _extend(out, _key_texts(table, key_internal, public), f"{side} row", times.tolist(),
+                matched, (times + bound).tolist(), "wm > releases_at",
+                [release[m] for m in matched], _json_rows(_public(table, public)))
     return out
 
 
@@ -124,7 +115,8 @@ def window_items(plan: Any, blob: bytes) -> dict[str, list[Any]]:
             at = end[i]
         else:
             release, at = f"evict (emitted, revision {revision[i]})", end[i] + plan.allowance_us
-        for column, value in (("key", key), ("item", f"{what} [{_iso(start[i])}, {_iso(end[i])})"),
+        bounds = f"[{iso_utc(start[i])}, {iso_utc(end[i])})"
+        for column, value in (("key", key), ("item", f"{what} {bounds}"),
                               ("event_time", int(start[i])), ("matched", None),
                               ("releases_at", int(at)), ("rule", "wm >= releases_at"),
                               ("release", release), ("row", rows[i])):
@@ -132,11 +124,10 @@ def window_items(plan: Any, blob: bytes) -> dict[str, list[Any]]:
     return out
 
 
-def _iso(micros: int) -> str:
-    import datetime as dt
-
-    moment = dt.datetime(1970, 1, 1) + dt.timedelta(microseconds=int(micros))
-    return moment.isoformat(timespec="milliseconds") + "Z"
+def _public(table: pa.Table, public: dict[str, str]) -> pa.Table:
+    """The table's payload columns (those ``public`` names), under the input's names."""
+    payload = [c for c in table.column_names if c in public]
+    return table.select(payload).rename_columns([public[c] for c in payload])
 
 
 def _key_texts(table: pa.Table, internal: Any, public: dict[str, str]) -> list[str]:
@@ -238,20 +229,17 @@ def stream_table_items(plan: Any, blob: bytes) -> dict[str, list[Any]]:
     out: dict[str, list[Any]] = {c: [] for c in _COLUMNS}
     held = state.held
     if held.num_rows:
-        public = {c: plan.stream_names[int(c[len("__il_l"):])]
-                  for c in held.column_names if c.startswith("__il_l")}
+        public = dict(zip(plan.stream_payload.names, plan.stream_names, strict=True))
         times = held.column(TIME_COLUMN).to_pylist()
-        payload = [c for c in held.column_names if c in public]
         release = ("join as of t, emit" if plan.how == "left"
                    else "join as of t, emit if its key is present")
         _extend(out, _key_texts(held, plan.stream_key_internal, public), "stream row", times,
                 None, times, "wm > releases_at", [release] * held.num_rows,
-                _json_rows(held.select(payload).rename_columns([public[c] for c in payload])))
+                _json_rows(_public(held, public)))
     history = state.history
     n = history.num_rows
     if n:
-        public = {c: plan.table_names[int(c[len("__il_r"):])]
-                  for c in history.column_names if c.startswith("__il_r")}
+        public = dict(zip(plan.table_payload.names, plan.table_names, strict=True))
         t = np.asarray(history.column(TIME_COLUMN).to_numpy(), dtype=np.int64)
         seq = np.asarray(history.column(SEQ_COLUMN).to_numpy(), dtype=np.int64)
         tomb = np.asarray(history.column(TOMBSTONE_FLAG_COLUMN).to_numpy(zero_copy_only=False),
@@ -275,12 +263,10 @@ def stream_table_items(plan: Any, blob: bytes) -> dict[str, list[Any]]:
             else:
                 releases.append(None)
                 what.append("keep (the key's newest version)")
-        payload = [c for c in history.column_names if c in public]
         _extend(out, _key_texts(history, plan.table_key_internal, public),
                 ["table tombstone" if x else "table version" for x in tomb.tolist()],
                 t.tolist(), None, releases, "wm >= releases_at", what,
-                _json_rows(history.select(payload).rename_columns(
-                    [public[c] for c in payload])))
+                _json_rows(_public(history, public)))
     return out
 
 
@@ -355,11 +341,10 @@ def _pending_updates(out: dict[str, list[Any]], plan: Any, held: pa.Table) -> No
         s = plan.sides[side]
         rows = held.take(pa.array(idx, pa.int64()))
         public = dict(zip(s.payload.names, s.names, strict=True))
-        payload = rows.select(list(s.payload.names)).rename_columns(list(s.names))
         _extend(out, _key_texts(rows, s.key_internal, public), f"{name} update",
                 [int(times[i]) for i in idx], None, [int(times[i]) for i in idx],
                 "wm > releases_at", ["apply, emit upsert or delete"] * len(idx),
-                _json_rows(payload))
+                _json_rows(_public(rows, public)))
 
 
 def foreign_key_items(plan: Any, blob: bytes) -> dict[str, list[Any]]:
