@@ -14,16 +14,19 @@ release rule as data (SEMANTICS.md):
 * a window aggregation's open window (or session), one per group, is emitted in the first
   micro-batch with ``wm >= end`` if it changed since its last emit (§3); under ``reopen`` it
   is kept to ``wm >= end + AL`` for late rows, and evicted there. Its ``row`` is the output
-  row it would emit now: the aggregates so far.
+  row it would emit now: the aggregates so far;
+* a pending update of a stream-table, table-table or foreign-key join or of a table
+  aggregation (``emit="final"``) is applied at ``wm > t`` (§8-§10); the versions and rows
+  they keep per key (and an aggregation's groups) are released by no watermark
+  (``releases_at`` None), only replaced: :mod:`interlace.inspection_items` says per operator.
 
 ``wm`` is the one the inspected micro-batch ran with: ``W + H`` (``W``: Spark's watermark from
 the batch's offset log; ``H``: the operator's horizon). ``wait_ms`` is ``releases_at - wm``:
 how far the event time must still advance. The reader opens the checkpoint read-only; a running
 query is not disturbed (docs/inspect.md).
 
-Which operators it decodes: the stream-stream join and the window aggregation. The others are
-refused by name (their state is read the same way; their decoders are not written yet,
-docs/inspect.md).
+Every operator is decoded; a table aggregation runs two queries (by key, then by group), each
+inspected on its own checkpoint (:func:`inspect_pipeline` reads both).
 """
 
 from __future__ import annotations
@@ -119,7 +122,7 @@ class Inspection:
             frame = frame[[_key_matches(k, key) for k in frame["key"]]]
         if held_longer_than_ms is not None:
             frame = frame.iloc[:0] if self.wm_us is None else frame[
-                self.wm_us - frame["event_time"] > held_longer_than_ms * 1000]
+                (self.wm_us - frame["event_time"] > held_longer_than_ms * 1000).fillna(False)]
         return dataclasses.replace(self, frame=frame)
 
     def summary(self) -> dict[str, Any]:
@@ -130,7 +133,8 @@ class Inspection:
         counts = [g.items for g in self.groups]
         mean = sum(counts) / len(counts) if counts else 0.0
         frame = self.frame
-        oldest = frame.loc[frame["event_time"].idxmin()] if len(frame) else None
+        timed = frame["event_time"].notna()
+        oldest = frame.loc[frame.loc[timed, "event_time"].idxmin()] if timed.any() else None
         return {
             "stage": self.stage, "operator": self.operator, "batch_id": self.batch_id,
             "spark_watermark_ms": self.spark_watermark_ms,
@@ -259,7 +263,7 @@ def inspect_operator(spark: Any, checkpoint: str | Path, operator: Any, *,
     decoder = _decoder(operator)
     batch_id, rows = _state_rows(spark, folder, batch_id)
     w_ms = batch_watermark_ms(folder, batch_id)
-    horizon_ms = int(getattr(operator.plan, "horizon_ms", 0))
+    horizon_ms = int(getattr(operator.plan, "horizon_ms", 0)) if decoder.horizon else 0
     wm_us = (w_ms + horizon_ms) * 1000 if w_ms > 0 else None
     name = stage or getattr(operator.spec, "name", None) or folder.name
     out = Inspection(stage=name, operator=decoder.kind, checkpoint=str(folder),
@@ -299,10 +303,11 @@ def _frame(columns: dict[str, list[Any]], stage: str, kind: str, wm_us: int | No
     table = pa.table({c: pa.array(columns[c], pa.int64() if c in ints else None)
                       for c in ITEM_COLUMNS if c not in ("wm", "wait_ms")})
     frame = table.to_pandas()
-    for c in ("key_group", "event_time"):
-        frame[c] = np.asarray(frame[c], dtype=np.int64)
-    # None: released by no watermark (a table's newest version waits for a newer one).
-    frame["releases_at"] = pd.array(table.column("releases_at").to_pylist(), dtype="Int64")
+    frame["key_group"] = np.asarray(frame["key_group"], dtype=np.int64)
+    # None: released by no watermark (a table's newest version waits for a newer one); an
+    # aggregation's group has no event time.
+    for c in ("event_time", "releases_at"):
+        frame[c] = pd.array(table.column(c).to_pylist(), dtype="Int64")
     frame["matched"] = frame["matched"].astype(object).where(frame["matched"].notna(), None)
     frame["wm"] = pd.array([wm_us] * n, dtype="Int64")
     frame["wait_ms"] = (pd.array((frame["releases_at"] - wm_us) // 1000, dtype="Int64")
@@ -343,10 +348,15 @@ def _group_index(spec: Any) -> dict[int, int]:
 class _Decoder:
     kind: str
     items: Any  # (plan, blob) -> {column: values}
+    #: Whether ``wm = W + H``: not for a table aggregation's second query, whose ``W`` is the
+    #: first query's ``wm`` (the channel's clock, SEMANTICS §11).
+    horizon: bool = True
 
 
 def _decoder(operator: Any) -> _Decoder:
     from interlace.inspection_items import (
+        aggregate_group_items,
+        aggregate_key_items,
         foreign_key_items,
         join_items,
         stream_table_items,
@@ -354,7 +364,7 @@ def _decoder(operator: Any) -> _Decoder:
         window_items,
     )
 
-    plan_type = type(operator.plan).__name__
+    plan_type = type(getattr(operator, "plan", None)).__name__
     if plan_type == "JoinPlan":
         return _Decoder("join", join_items)
     if plan_type == "WindowPlan":
@@ -365,10 +375,13 @@ def _decoder(operator: Any) -> _Decoder:
         return _Decoder("table", table_join_items)
     if plan_type == "ForeignKeyJoinPlan":
         return _Decoder("foreign_key", foreign_key_items)
-    kind = type(operator.spec).__name__
-    msg = (f"inspect decodes the state of stream-stream joins and window aggregations; a "
-           f"{kind}'s is not decoded yet "
-           "(docs/inspect.md says what it holds and how Spark's state reader shows it)")
+    if plan_type == "TableAggregatePlan":
+        if hasattr(operator, "keys"):  # the TableAggregateOperator: the by-group query
+            return _Decoder("aggregate_groups", aggregate_group_items, horizon=False)
+        return _Decoder("aggregate_keys", aggregate_key_items)  # its `keys`: the by-key query
+    kind = type(operator).__name__
+    msg = (f"inspect decodes the state of interlace's operators, bound by prepare_join, "
+           f"prepare_window, prepare_table_aggregate ...; it got a {kind}")
     raise InspectError(msg)
 
 
@@ -407,26 +420,56 @@ def inspect_pipeline(spark: Any, pipeline: Any, base: Path, *,
     last = max(i for i, r in enumerate(runs) if wanted(r))
     for run in runs[: last + 1]:
         p = run.pipeline
-        if p.aggregate is not None and wanted(run):
-            msg = (f"{p.name}: a table aggregation runs two queries; inspect does not decode "
-                   "its state yet (docs/inspect.md)")
-            raise InspectError(msg)
         frames = {}
         for s in p.sources:
             if s.name in run.upstream:
                 path = Path(s.path) if Path(s.path).is_absolute() else base / s.path
                 frames[s.name] = read_channel(spark, path, schemas[run.upstream[s.name]])
+        checkpoint = p.checkpoint_folder(base)
+        aggregates: list[Any] = []
         with bound_operators() as ops:
-            out = build_query_input(spark, p, base=base, frames=frames, read_only=True)
+            out = build_query_input(spark, p, base=base, frames=frames, read_only=True,
+                                    start_aggregate=_unstarted_aggregate(checkpoint, aggregates))
         if run.stage is not None:
             if run.stage.output_sql is not None:
                 out.createOrReplaceTempView("output")
                 out = spark.sql(run.stage.output_sql)
             schemas[run.stage.name] = out.schema
-        if wanted(run):
-            found.append(inspect_operator(spark, p.checkpoint_folder(base), ops[-1],
-                                          batch_id=batch_id, stage=p.name))
+        if not wanted(run):
+            continue
+        if aggregates:  # two queries: by key (the runner's `aggregate/keys`), then by group
+            found.append(inspect_operator(spark, checkpoint / "aggregate" / "keys",
+                                          aggregates[0].keys, batch_id=batch_id, stage=p.name))
+            found.append(inspect_operator(spark, checkpoint, aggregates[0], batch_id=batch_id,
+                                          stage=p.name))
+        else:
+            found.append(inspect_operator(spark, checkpoint, ops[-1], batch_id=batch_id,
+                                          stage=p.name))
     return found
+
+
+def _unstarted_aggregate(checkpoint: Path, bound: list[Any]) -> Any:
+    """``build_query_input``'s ``start_aggregate`` for inspect: the runner's layout, no query.
+
+    ``interlace run`` starts a table aggregation's first query into the channel
+    ``CHECKPOINT/aggregate/channel``; here the second query's input is only defined on it
+    (never started), and the bound operator is kept in ``bound`` for its plan.
+    """
+    def build(df: Any, spec: Any) -> Any:
+        from interlace.chain import read_channel
+        from interlace.operators.table_aggregate import prepare_table_aggregate
+
+        op = prepare_table_aggregate(df, spec)
+        bound.append(op)
+        channel = checkpoint / "aggregate" / "channel"
+        if not channel.is_dir():
+            msg = (f"{checkpoint}: the table aggregation's first query has not run (no "
+                   f"{channel}); run the pipeline first")
+            raise InspectError(msg)
+        return op.groups(read_channel(df.sparkSession, channel, op.delta_struct))
+
+    return build
+
 
 
 def _kind_of(p: Any) -> str:
@@ -454,12 +497,13 @@ def render(found: Sequence[Inspection], *, limit: int = 50) -> str:
                      f"bytes in {s['key_groups']} key groups (skew {s['skew']}); read in "
                      f"{one.took_s:.2f} s")
         for side, n, newest in _per_item_kind(one.frame):
-            lines.append(f"  {side}: {n} held, newest event time {_iso(newest)}")
+            lines.append(f"  {side}: {n} held" + (
+                "" if newest is None else f", newest event time {_iso(newest)}"))
         if s["oldest"]:
             o = s["oldest"]
             if o["releases_at"] is None:
                 lines.append(f"  oldest: {o['item']} {o['key']} at {o['event_time']}, released "
-                             "by no watermark (until a newer version of its key)")
+                             "by no watermark (kept until a newer update of its key)")
             else:
                 rule = o["rule"].replace("releases_at", o["releases_at"])
                 lines.append(f"  oldest: {o['item']} {o['key']} at {o['event_time']}, released "
@@ -472,7 +516,7 @@ def render(found: Sequence[Inspection], *, limit: int = 50) -> str:
         table = [header] + [
             (str(i["key_group"]), i["key"], i["item"], _iso(i["event_time"]) or "",
              "" if i["matched"] is None else str(i["matched"]).lower(),
-             "(newer version)" if i["releases_at"] is None else
+             "(no watermark)" if i["releases_at"] is None else
              f"{'> ' if '>=' not in i['rule'] else '>= '}{_iso(i['releases_at'])}",
              "" if i["wait_ms"] is None else f"{i['wait_ms']:,}", i["release"])
             for i in _records(one.frame.head(limit))
@@ -492,9 +536,12 @@ def _held(one: Inspection) -> str:
     return f"{len(one.frame)} of {one.held_total} held items shown (filters)"
 
 
-def _per_item_kind(frame: Any) -> list[tuple[str, int, int]]:
-    grouped = frame.groupby("item")["event_time"].agg(["count", "max"])
-    return [(str(k), int(r["count"]), int(r["max"])) for k, r in grouped.iterrows()]
+def _per_item_kind(frame: Any) -> list[tuple[str, int, int | None]]:
+    import pandas as pd
+
+    grouped = frame.groupby("item")["event_time"].agg(["size", "max"])
+    return [(str(k), int(r["size"]), None if pd.isna(r["max"]) else int(r["max"]))
+            for k, r in grouped.iterrows()]
 
 
 def to_json(found: Sequence[Inspection]) -> str:

@@ -19,6 +19,8 @@ from interlace.operators.common.compat import to_pylist
 from interlace.operators.window.slots import iso_utc
 
 __all__ = [
+    "aggregate_group_items",
+    "aggregate_key_items",
     "foreign_key_items",
     "join_items",
     "release_of_join_row",
@@ -401,4 +403,90 @@ def foreign_key_items(plan: Any, blob: bytes) -> dict[str, list[Any]]:
                 [int(t) for t in table.column(time_col).to_pylist()], None,
                 [None] * table.num_rows, "none", release,
                 [r if not d else "{}" for r, d in zip(rows, deleted, strict=True)])
+    return out
+
+
+def aggregate_key_items(plan: Any, blob: bytes) -> dict[str, list[Any]]:
+    """A table aggregation's first query (by key): its pending updates and each key's row.
+
+    * a pending update (``emit="final"``) is applied in the first micro-batch with
+      ``wm > t`` (``releases_at = t``): it takes its key's current row out of its group and
+      puts the new one in, and each group it touches emits a new row (§10);
+    * each key keeps its current row (a deleted key its deletion): later updates are judged
+      late against its time, and a change takes the row out of its group again. It is
+      released by no watermark (``releases_at`` None), only replaced by a newer update.
+    """
+    from interlace.operators.table_aggregate.plan import TOMB_COLUMN
+    from interlace.state.buffers import TIME_COLUMN
+    from interlace.state.table_aggregate import KeyRowsState
+    from interlace.state.tables import TOMBSTONE_FLAG_COLUMN
+
+    state = KeyRowsState.decode(blob, plan.fp, *plan.state_schemas)
+    out: dict[str, list[Any]] = {c: [] for c in _COLUMNS}
+    held = state.held
+    if held.num_rows:
+        public = {plan.column(i): n for i, n in enumerate(plan.names)}
+        times = [int(t) for t in held.column(TIME_COLUMN).to_pylist()]
+        _extend(out, _key_texts(held, [plan.column(i) for i in plan.key_index], public),
+                ["delete" if d else "update" for d in held.column(TOMB_COLUMN).to_pylist()],
+                times, None, times, "wm > releases_at",
+                ["apply, emit its groups' new rows"] * held.num_rows,
+                _json_rows(_public(held, public)))
+    keys = state.keys
+    if keys.num_rows:
+        key_fields, group_fields = plan.key_fields, plan.group_fields
+        public = {f.name: plan.names[i] for f, i in zip(key_fields, plan.key_index, strict=True)}
+        carried = [*zip(group_fields, plan.group_index, strict=True),
+                   *zip(plan.value_fields, plan.value_index, strict=True)]
+        names: dict[str, str] = {}  # a column both grouped by and aggregated: shown once
+        for f, i in carried:
+            names.setdefault(plan.names[i], f.name)
+        values = keys.select(list(names.values())).rename_columns(list(names))
+        deleted = keys.column(TOMBSTONE_FLAG_COLUMN).to_pylist()
+        rows = _json_rows(values)
+        _extend(out, _key_texts(keys, [f.name for f in key_fields], public),
+                ["deleted key" if d else "key row" for d in deleted],
+                [int(t) for t in keys.column(TIME_COLUMN).to_pylist()], None,
+                [None] * keys.num_rows, "none",
+                [f"keep (the key's {'deletion' if d else 'current row'}; later updates are "
+                 "judged against its time)" for d in deleted],
+                [r if not d else "{}" for r, d in zip(rows, deleted, strict=True)])
+    return out
+
+
+def aggregate_group_items(plan: Any, blob: bytes) -> dict[str, list[Any]]:
+    """A table aggregation's second query (by group): each group's aggregates.
+
+    One item per group that holds rows or emitted a row once (its ``version`` goes on, §10):
+    ``row`` is the row it last emitted (``op``, the aggregates, ``version``; the rows present
+    as ``rows``). A group holds no event time (``event_time`` None) and is released by no
+    watermark: it changes when an update of one of its rows arrives from the first query.
+    """
+    from interlace.operators.table_aggregate.step import group_rows
+    from interlace.state.table_aggregate import GroupsState
+
+    state = GroupsState.decode(blob, plan.fp, *plan.group_state_schemas)
+    out: dict[str, list[Any]] = {c: [] for c in _COLUMNS}
+    found = group_rows(plan, state)
+    if not found:
+        return out
+    schema = plan.output_schema
+    group_names = [plan.names[i] for i in plan.group_index]
+    columns: dict[str, list[Any]] = {n: [g[j] for g, *_ in found]
+                                     for j, n in enumerate(group_names)}
+    for j, a in enumerate(plan.spec.aggregations):
+        columns[a.as_] = [aggs[j] for *_, aggs in found]
+    columns["op"] = ["upsert" if n else "delete" for _, _, n, _ in found]
+    columns["version"] = [v - 1 for _, v, _, _ in found]
+    columns["rows"] = [n for _, _, n, _ in found]
+    types = {f.name: f.type for f in schema}
+    types["rows"] = pa.int64()
+    table = pa.table({c: pa.array(v, types[c]) for c, v in columns.items()})
+    key_text = _key_texts(table, group_names, {n: n for n in group_names}) if group_names else (
+        ["(all rows)"] * len(found))
+    _extend(out, key_text, ["group" if n else "empty group" for _, _, n, _ in found],
+            [None] * len(found), None, [None] * len(found), "none",
+            [f"keep (next output version {v}; {n} row{'' if n == 1 else 's'})"
+             for _, v, n, _ in found],
+            _json_rows(table))
     return out

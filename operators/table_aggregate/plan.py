@@ -209,11 +209,16 @@ class TableAggregatePlan:
         return self._typed("g", self.group_index)
 
     @property
+    def value_fields(self) -> list[pa.Field]:
+        """``__il_v<j>``: the aggregated columns, as stage 1 keeps them per key."""
+        return self._typed("v", self.value_index)
+
+    @property
     def keys_schema(self) -> pa.Schema:
         """Stage 1's per-key rows (:class:`~interlace.state.table_aggregate.KeyRowsState`)."""
         return pa.schema([*self.key_fields, pa.field(TIME_COLUMN, pa.int64()),
                           pa.field(TOMBSTONE_FLAG_COLUMN, pa.bool_()), *self.group_fields,
-                          *self._typed("v", self.value_index)])
+                          *self.value_fields])
 
     @property
     def delta_schema(self) -> pa.Schema:

@@ -61,7 +61,7 @@ from interlace.state.table_aggregate import (
 )
 from interlace.state.tables import SEQ_COLUMN, TOMBSTONE_FLAG_COLUMN
 
-__all__ = ["GroupStepResult", "KeyStepResult", "group_step", "key_step"]
+__all__ = ["GroupStepResult", "KeyStepResult", "group_rows", "group_step", "key_step"]
 
 _INT64 = (-(2**63), 2**63 - 1)
 
@@ -306,6 +306,18 @@ def _load_groups(plan: TableAggregatePlan, state: GroupsState) -> dict[tuple[Any
         for r, a, c, j in zip(rows, aggs, counts, range(len(rows)), strict=True):
             ordered[r].accs[a].counts[canonical(typed[a][j])] = c
     return groups
+
+
+def group_rows(plan: TableAggregatePlan,
+               state: GroupsState) -> list[tuple[tuple[Any, ...], int, int, list[Any]]]:
+    """Each group of a stage-2 state: ``(group values, next version, rows present, aggregates)``.
+
+    The aggregates are those of the group's last emitted row (NULL for a group left empty,
+    whose last row was a ``delete``); ``interlace inspect`` shows them.
+    """
+    return [(group, g.version, g.n,
+             _results(plan, g, group) if g.n else [None] * len(plan.spec.aggregations))
+            for group, g in _load_groups(plan, state).items()]
 
 
 def _store_groups(plan: TableAggregatePlan, groups: dict[tuple[Any, ...], _Group]) -> GroupsState:

@@ -10,6 +10,8 @@ per category computed by hand from the data, one micro-batch per file.
 from __future__ import annotations
 
 import importlib.util
+import json
+from collections import Counter
 from itertools import zip_longest
 from pathlib import Path
 
@@ -66,3 +68,20 @@ def test_revenue_per_category_equals_the_composed_oracles(spark, tmp_path):
     # order 3 (the lamp) deleted, so `home` holds only the mugs.
     assert {g: (r["orders"], r["units"], r["revenue_cents"]) for g, r in got.items()} == {
         "office": (1, 10, 2000), "home": (2, 5, 4000), "kitchen": (1, 1, 2500)}
+    # `interlace inspect` of the aggregation stage (its upstream stage built, not read): the
+    # first query holds what the oracle's holds (each order's current row; the 10:30 updates
+    # are held upstream, by the join), the second each category's last row.
+    from interlace.inspection import inspect_pipeline
+
+    keys, groups = inspect_pipeline(spark, Pipeline.load(tmp_path / "r.toml"), tmp_path,
+                                    only="per_category")
+    assert (keys.stage, keys.operator, groups.operator) == (
+        "revenue.per_category", "aggregate_keys", "aggregate_groups")
+    assert Counter((i["item"], i["key"], i["event_time"], i["releases_at"])
+                   for i in keys.items) == Counter(
+        (h.kind, f"order_id={h.key[0]}", h.event_time_us, h.releases_at_us)
+        for h in want.held_keys[-1])
+    assert len(keys.items) >= 4 and {i["item"] for i in keys.items} <= {"key row", "deleted key"}
+    assert {i["key"]: json.loads(i["row"]) for i in groups.items} == {
+        f"category={'null' if h.group[0] is None else h.group[0]}": {**h.row, "rows": h.rows}
+        for h in want.held_groups[-1]}

@@ -9,6 +9,7 @@ of the table's final snapshot, and a rerun finds nothing new.
 from __future__ import annotations
 
 import importlib.util
+import io
 import shutil
 from pathlib import Path
 
@@ -62,6 +63,8 @@ def test_the_example_converges_in_duckdb(spark, tmp_path, at_once):
     assert {g: aggregate_rows(spec.aggregations, rows) for g, rows in snap.items()} == {
         g: [r["accounts"], r["total"], r["largest"]] for g, r in got.items()}
     assert set(got) == {"eu", "us", "apac"}
+    if not at_once:
+        _inspect_holds_what_the_oracle_holds(tmp_path, want)
     # A rerun reads nothing new and changes nothing.
     again = run_here(spark, tmp_path, "p.toml")
     assert "no new input" in again
@@ -70,3 +73,35 @@ def test_the_example_converges_in_duckdb(spark, tmp_path, at_once):
             tmp_path / "interlace.duckdb", "accounts_per_region")))) == sorted(
         map(str, got.values()))
     shutil.rmtree(tmp_path / "data")
+
+
+def _inspect_holds_what_the_oracle_holds(root: Path, want) -> None:
+    """``interlace inspect --json``: a8's 11:00 update pending until ``wm > 11:00``, each
+    account's current row, each region's last row; as the oracle holds them."""
+    import contextlib
+    import datetime as dt
+    import json
+    from collections import Counter
+
+    from interlace.cli import main
+
+    def iso(us: int | None) -> str | None:
+        return None if us is None else (
+            dt.datetime(1970, 1, 1) + dt.timedelta(microseconds=us)).isoformat() + "Z"
+
+    out = io.StringIO()
+    with contextlib.chdir(root), contextlib.redirect_stdout(out):
+        assert main(["inspect", "p.toml", "--json"]) == 0
+    keys, groups = json.loads(out.getvalue())
+    assert (keys["summary"]["operator"], groups["summary"]["operator"]) == (
+        "aggregate_keys", "aggregate_groups")
+    assert Counter((i["item"], i["key"], i["event_time"], i["releases_at"], i["rule"])
+                   for i in keys["items"]) == Counter(
+        (h.kind, f"account_id={h.key[0]}", iso(h.event_time_us), iso(h.releases_at_us),
+         "none" if h.releases_at_us is None else "wm > releases_at")
+        for h in want.held_keys[-1])
+    (a8,) = [i for i in keys["items"] if i["releases_at"] is not None]
+    assert a8["key"] == "account_id=a8" and a8["wait_ms"] > 0
+    assert {i["key"]: i["row"] for i in groups["items"]} == {
+        f"region={'null' if h.group[0] is None else h.group[0]}": {**h.row, "rows": h.rows}
+        for h in want.held_groups[-1]}

@@ -30,7 +30,43 @@ from typing import Any
 from interlace.testing.log import JoinBatch
 from interlace.testing.oracles.changelog import Arrival, TableOracleResult, replay_spark, split_due
 
-__all__ = ["TableAggregateResult", "aggregate_rows", "oracle_table_aggregate"]
+__all__ = ["HeldGroup", "HeldKeyItem", "TableAggregateResult", "aggregate_rows",
+           "oracle_table_aggregate"]
+
+
+@dataclass(frozen=True)
+class HeldKeyItem:
+    """What the first query (by key) holds after a micro-batch: a pending update or a key's row.
+
+    Attributes:
+        kind: ``"update"`` / ``"delete"`` (waiting for ``wm > t`` under ``emit="final"``), or
+            ``"key row"`` / ``"deleted key"`` (the key's latest applied update).
+        key: The key's values.
+        event_time_us: The update's event time.
+        releases_at_us: A pending update: its event time; a key's row: None (kept).
+        row: The update's input row.
+    """
+
+    kind: str
+    key: tuple[Any, ...]
+    event_time_us: int
+    releases_at_us: int | None
+    row: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class HeldGroup:
+    """What the second query (by group) holds after a micro-batch: one group's last row.
+
+    Attributes:
+        group: The group's values.
+        row: The last row it emitted, without ``event_time`` (``op``, aggregates, ``version``).
+        rows: How many of the table's rows are in the group now.
+    """
+
+    group: tuple[Any, ...]
+    row: Mapping[str, Any]
+    rows: int
 
 
 @dataclass
@@ -43,12 +79,17 @@ class TableAggregateResult:
         late: Updates judged late (dropped or dead-lettered).
         spark_dropped: Updates Spark's pre-filter removed.
         null_keys: Updates ignored for a NULL key.
+        held_keys: Per micro-batch, what the first query holds after it.
+        held_groups: Per micro-batch, what the second query holds after reading its deltas:
+            every group that ever emitted a row.
     """
 
     rows: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
     late: int = 0
     spark_dropped: int = 0
     null_keys: int = 0
+    held_keys: list[list[HeldKeyItem]] = field(default_factory=list)
+    held_groups: list[list[HeldGroup]] = field(default_factory=list)
 
     def final(self, group_by: Sequence[str]) -> dict[tuple[Any, ...], dict[str, Any]]:
         """Each group's row with the highest version (a target that upserts by group)."""
@@ -164,6 +205,7 @@ def oracle_table_aggregate(
     out = TableAggregateResult()
     table: dict[tuple[Any, ...], tuple[int, Mapping[str, Any] | None]] = {}
     versions: dict[tuple[Any, ...], int] = {}
+    last: dict[tuple[Any, ...], dict[str, Any]] = {}  # each group's last emitted row
     pending: list[tuple[tuple[Any, ...], Arrival]] = []
     result = TableOracleResult()
 
@@ -216,6 +258,20 @@ def oracle_table_aggregate(
                 row.update({x.as_: v for x, v in zip(spec.aggregations, aggs, strict=True)})
                 row.update({"op": op, "event_time": a.row[et], "version": version})
                 out.rows.append((batch, row))
+                last[g] = row
+        snapshot()
+
+    def snapshot() -> None:
+        keys_held = [HeldKeyItem("delete" if is_tombstone(a.row) else "update", key,
+                                 a.event_time_us, a.event_time_us, dict(a.row))
+                     for key, a in pending]
+        for key, (t, row) in table.items():
+            keys_held.append(HeldKeyItem("key row" if row is not None else "deleted key", key,
+                                         t, None, dict(row or {})))
+        out.held_keys.append(keys_held)
+        out.held_groups.append([
+            HeldGroup(g, {k: v for k, v in row.items() if k != "event_time"}, len(members(g)))
+            for g, row in last.items()])
 
     clocks = list(clocks_us) if clocks_us is not None else [None] * len(log)
     log_batches = [JoinBatch(left=tuple(b), right=(), left_clock_us=c)
