@@ -19,6 +19,7 @@ the command) prints the full trace too (:mod:`interlace.errors_cli`, docs/cli.md
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -244,8 +245,9 @@ def _inspect_parser(sub: Any) -> None:
         description="Read each stage's checkpoint through Spark's state data source (read-only; "
         "PySpark 4.0+) and print every held item with the watermark that releases it. See "
         "docs/inspect.md.")
-    ins.add_argument("pipeline", type=Path,
-                     help="the pipeline file (TOML) whose checkpoints to read")
+    ins.add_argument("pipeline", type=Path, metavar="PIPELINE_OR_CHECKPOINT",
+                     help="the pipeline file (TOML) whose checkpoints to read, or a checkpoint "
+                     "folder `interlace run` wrote (it records the pipeline file there)")
     _add_verbose(ins)
     ins.add_argument("--batch", type=int, default=None,
                      help="the micro-batch to read (default: the last committed one)")
@@ -331,11 +333,13 @@ def _dispatch(args: argparse.Namespace) -> int:
         )
         return 0
     if args.command == "run":
+        from interlace.pipeline.checkpoint import record_pipeline_file
         from interlace.preflight import preflight
         from interlace.runner import run_pipeline
 
         base = args.pipeline.resolve().parent  # relative paths: against the file's folder
         p = preflight(args.pipeline, base=base)  # before Spark starts
+        record_pipeline_file(p, base, args.pipeline)  # for `interlace inspect CHECKPOINT`
         summary = run_pipeline(
             p,
             base=base,
@@ -368,18 +372,40 @@ def _inspect(args: argparse.Namespace) -> int:
 
     held_ms = (_duration_ms(args.held_longer_than) if args.held_longer_than is not None
                else None)
-    base = args.pipeline.resolve().parent
-    p = preflight(args.pipeline, base=base, on_missing_path=lambda msg: None)
+    path, base, only = args.pipeline, args.pipeline.resolve().parent, args.operator
+    with contextlib.ExitStack() as stack:
+        if args.pipeline.is_dir():  # a checkpoint folder: the pipeline file its run recorded
+            path, base, only = _recorded_pipeline(args.pipeline, only, stack)
+        p = preflight(path, base=base, on_missing_path=lambda msg: None)
     s = p.spark
     spark = local_session(f"interlace-inspect-{p.name}", master=s.master,
                           shuffle_partitions=s.shuffle_partitions, state_store=s.state_store,
                           changelog_checkpointing=s.changelog_checkpointing,
                           conf=dict(s.conf or {}))
     found = [one.filtered(key=args.key, held_longer_than_ms=held_ms)
-             for one in inspect_pipeline(spark, p, base, batch_id=args.batch,
-                                         only=args.operator)]
+             for one in inspect_pipeline(spark, p, base, batch_id=args.batch, only=only)]
     print(to_json(found) if args.json else render(found, limit=args.limit))
     return 0
+
+
+def _recorded_pipeline(folder: Path, only: str | None,
+                       stack: contextlib.ExitStack) -> tuple[Path, Path, str | None]:
+    """(pipeline file, base, stage) for ``interlace inspect CHECKPOINT``, from its record."""
+    import tempfile
+
+    from interlace.inspection import InspectError
+    from interlace.pipeline.checkpoint import PIPELINE_FILE, recorded_pipeline_file
+
+    record = recorded_pipeline_file(folder)
+    if record is None:
+        msg = (f"{folder} is a folder without {PIPELINE_FILE} (`interlace run` records its "
+               "pipeline file in each checkpoint it runs; this one was not run by it, or by an "
+               "earlier version): pass the pipeline file, interlace inspect PIPELINE.toml, or "
+               "from Python interlace.inspect(spark, checkpoint, op)")
+        raise InspectError(msg)
+    tmp = Path(stack.enter_context(tempfile.TemporaryDirectory())) / Path(record["file"]).name
+    tmp.write_text(record["toml"], encoding="utf-8")  # the text that ran, even if edited since
+    return tmp, Path(record["file"]).parent, only or record["stage"]
 
 
 if __name__ == "__main__":

@@ -32,17 +32,22 @@ from typing import Any
 from interlace.operators.errors import ConfigError
 
 __all__ = [
+    "PIPELINE_FILE",
     "SPEC_FILE",
     "changed_fields",
     "check_checkpoint",
     "heartbeat_sources",
     "record_checkpoint",
+    "record_pipeline_file",
+    "recorded_pipeline_file",
     "spec_record",
     "state_encoding_for",
     "stored_state_encoding",
 ]
 
 SPEC_FILE = "interlace-spec.json"
+#: The pipeline file that last ran a checkpoint (``interlace inspect CHECKPOINT`` reads it).
+PIPELINE_FILE = "interlace-pipeline.json"
 _FORMAT = 1
 _IDLE_FIELDS = ("left_idle_timeout_ms", "right_idle_timeout_ms")
 #: The record's entry for a join query with heartbeat sources (every join of a new
@@ -218,3 +223,35 @@ def state_encoding_for(spark: Any, folder: Path) -> Iterator[str]:
             spark.conf.unset(STATE_ENCODING_CONF)
         else:
             spark.conf.set(STATE_ENCODING_CONF, before)
+
+
+def record_pipeline_file(pipeline: Any, base: Path, path: Path) -> None:
+    """Record the pipeline file ``path`` in each of its stages' checkpoint folders.
+
+    ``interlace run`` writes it before its queries start (a running query can be inspected):
+    the file's text, where it was and the stage, so that ``interlace inspect CHECKPOINT``
+    builds the stage's operator as the run did (its relative paths against that folder).
+    """
+    text = Path(path).read_text(encoding="utf-8")
+    for run in pipeline.stage_runs():
+        folder = run.pipeline.checkpoint_folder(base)
+        folder.mkdir(parents=True, exist_ok=True)
+        record = {"format": _FORMAT, "file": str(Path(path).resolve()),
+                  "stage": run.pipeline.name, "toml": text}
+        tmp = folder / (PIPELINE_FILE + ".tmp")
+        tmp.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+        os.replace(tmp, folder / PIPELINE_FILE)
+
+
+def recorded_pipeline_file(folder: Path) -> dict[str, Any] | None:
+    """The record :func:`record_pipeline_file` left in checkpoint ``folder``, or None.
+
+    A table aggregation's first query has its checkpoint in ``STAGE/aggregate/keys``: the
+    stage's record, two folders up, is found from there too.
+    """
+    for where in (folder, folder.parent.parent):
+        path = where / PIPELINE_FILE
+        if path.is_file():
+            record: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+            return record
+    return None

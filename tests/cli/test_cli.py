@@ -218,6 +218,10 @@ def test_rerun_with_no_new_input_says_so_and_paths_resolve_against_the_files_fol
     first = cli("run", "job/p.toml", cwd=tmp_path)
     assert "[orders-payments] batch 0: in " in first.stderr
     assert (job / "out/result.duckdb").is_file() and not (tmp_path / "out").exists()
+    # The checkpoint records the pipeline file that ran it (`interlace inspect CHECKPOINT`).
+    record = json.loads((job / "out/checkpoint/interlace-pipeline.json").read_text())
+    assert (record["file"], record["toml"], record["stage"]) == (
+        str((job / "p.toml").resolve()), JOIN_TOML, "orders-payments")
     # The same pipeline file and checkpoint again (in-process: what run_pipeline prints is
     # under test here, the command line's resolution of paths above): nothing new.
     out = run_here(spark, job, "p.toml")

@@ -104,6 +104,34 @@ def test_filters_narrow_the_items(held_join, capsys):
     assert "releases_at" in out and f"... {len(want.held[-1]) - 3} more" in out
 
 
+def test_a_checkpoint_folder_is_inspected_with_the_pipeline_file_its_run_recorded(
+        held_join, capsys, tmp_path):
+    import contextlib
+    import shutil
+
+    from interlace import Pipeline
+    from interlace.pipeline.checkpoint import record_pipeline_file
+
+    root, _ = held_join
+    _, by_file, _ = run_inspect(capsys, root, "--json")
+    copy = tmp_path / "job"  # the record, not the file: edited or moved since, it still reads
+    shutil.copytree(root, copy, ignore=shutil.ignore_patterns(".interlace"))
+    record_pipeline_file(Pipeline.load(copy / "p.toml"), copy, copy / "p.toml")  # as run does
+    (copy / "p.toml").write_text("not toml any more")
+    with contextlib.chdir(copy):
+        assert main(["inspect", "out/checkpoint", "--json"]) == 0
+    by_folder = capsys.readouterr().out
+    strip = lambda out: [{**s, "checkpoint": None, "summary": {**s["summary"], "took_s": 0}}
+                         for s in json.loads(out)]
+    assert strip(by_folder) == strip(by_file)
+    # A folder no run recorded a pipeline file in.
+    with contextlib.chdir(copy):
+        assert main(["inspect", "in"]) == 2
+    err = capsys.readouterr().err
+    assert "in is a folder without interlace-pipeline.json" in err
+    assert "interlace inspect PIPELINE.toml" in err
+
+
 def test_refusals_name_the_problem(held_join, capsys):
     root, _ = held_join
     code, _, err = run_inspect(capsys, root, "--operator", "nosuch")
