@@ -43,6 +43,7 @@ from interlace.operators.errors import ConfigError
 
 __all__ = [
     "ITEM_COLUMNS",
+    "InputState",
     "InspectError",
     "Inspection",
     "inspect",
@@ -76,6 +77,27 @@ class KeyGroupState:
 
 
 @dataclass
+class InputState:
+    """One input of a join, as its run's idle tracker last saved it (``heartbeats/_idle.json``).
+
+    Attributes:
+        name: The source's name.
+        side: ``left`` / ``right``.
+        greatest_event_time_us: The greatest event time (or chain clock) it delivered.
+        last_active_ms: Processing time of the last micro-batch in which it delivered a row.
+        idle_timeout_ms: Its idle timeout, if any.
+        idle_since_ms: When it became idle (``last_active + timeout``, once passed), or None.
+    """
+
+    name: str
+    side: str
+    greatest_event_time_us: int | None
+    last_active_ms: int
+    idle_timeout_ms: int | None
+    idle_since_ms: int | None
+
+
+@dataclass
 class Inspection:
     """What one query's state held after micro-batch ``batch_id``.
 
@@ -91,6 +113,8 @@ class Inspection:
         groups: One :class:`KeyGroupState` per key group with state.
         took_s: Seconds the read and decode took.
         held_total: Items held in all (``frame`` may be filtered: :meth:`filtered`).
+        inputs: A join's inputs as of the last committed micro-batch (:class:`InputState`;
+            read from a pipeline's checkpoint by :func:`inspect_pipeline`, else empty).
     """
 
     stage: str
@@ -103,6 +127,7 @@ class Inspection:
     groups: list[KeyGroupState] = field(default_factory=list)
     took_s: float = 0.0
     held_total: int = 0
+    inputs: list[InputState] = field(default_factory=list)
 
     @property
     def items(self) -> list[dict[str, Any]]:
@@ -445,7 +470,32 @@ def inspect_pipeline(spark: Any, pipeline: Any, base: Path, *,
         else:
             found.append(inspect_operator(spark, checkpoint, ops[-1], batch_id=batch_id,
                                           stage=p.name))
+            found[-1].inputs = _inputs(p, base)
     return found
+
+
+def _inputs(p: Any, base: Path) -> list[InputState]:
+    """A join's inputs from its heartbeats' idle tracker (``interlace run`` gives every join
+    of a new checkpoint one; none: an empty list)."""
+    from interlace.idle_run import heartbeat_folder, with_idle_sources
+
+    path = heartbeat_folder(p, base) / "_idle.json"
+    if p.join is None or not path.is_file():
+        return []
+    saved = json.loads(path.read_text())
+    spec = with_idle_sources(p)
+    now_ms = int(time.time() * 1000)
+    out = []
+    for side, name in (("left", p.left_source), ("right", p.right_source)):
+        clock = saved.get(side)
+        if clock is None:
+            continue
+        timeout = getattr(spec, f"{side}_idle_timeout_ms", None)
+        since = None if timeout is None else int(clock["last_active_ms"]) + int(timeout)
+        out.append(InputState(name, side, clock.get("max_clock_us"),
+                              int(clock["last_active_ms"]), timeout,
+                              since if since is not None and now_ms >= since else None))
+    return out
 
 
 def _unstarted_aggregate(checkpoint: Path, bound: list[Any]) -> Any:
@@ -496,6 +546,12 @@ def render(found: Sequence[Inspection], *, limit: int = 50) -> str:
                      f", wm {s['wm'] or 'none yet'}; {_held(one)}, {s['bytes']:,} "
                      f"bytes in {s['key_groups']} key groups (skew {s['skew']}); read in "
                      f"{one.took_s:.2f} s")
+        for i in one.inputs:
+            lines.append(f"  input {i.name} ({i.side}): greatest event time "
+                         f"{_iso(i.greatest_event_time_us) or 'none yet'}, " + (
+                             f"idle since {_iso(i.idle_since_ms * 1000)}"
+                             if i.idle_since_ms is not None else
+                             f"last row {_iso(i.last_active_ms * 1000)} (processing time)"))
         for side, n, newest in _per_item_kind(one.frame):
             lines.append(f"  {side}: {n} held" + (
                 "" if newest is None else f", newest event time {_iso(newest)}"))
@@ -551,5 +607,6 @@ def to_json(found: Sequence[Inspection]) -> str:
         items = [{**i, **{c: _iso(i[c]) for c in ("event_time", "releases_at", "wm")},
                   "row": json.loads(i["row"])} for i in one.items]
         out.append({"summary": one.summary(), "checkpoint": one.checkpoint,
+                    "inputs": [dataclasses.asdict(i) for i in one.inputs],
                     "key_groups": [dataclasses.asdict(g) for g in one.groups], "items": items})
     return json.dumps(out, indent=1, default=str)

@@ -77,6 +77,12 @@ def test_inspect_json_is_what_the_oracle_holds_after_the_last_batch(held_join, c
     assert summary["items"] == len(stage["items"])
     assert summary["bytes"] == sum(g["bytes"] for g in stage["key_groups"]) > 0
     assert summary["oldest"]["event_time"] == min(i["event_time"] for i in stage["items"])
+    # Each input's greatest event time, from the run's idle tracker; no timeout: never idle.
+    log = join_log()[:-1]
+    assert [(i["name"], i["side"], i["greatest_event_time_us"], i["idle_since_ms"])
+            for i in stage["inputs"]] == [
+        ("orders", "left", max(us(r["order_ts"]) for b in log for r in b.left), None),
+        ("payments", "right", max(us(r["pay_ts"]) for b in log for r in b.right), None)]
 
 
 def test_filters_narrow_the_items(held_join, capsys):
@@ -101,6 +107,7 @@ def test_filters_narrow_the_items(held_join, capsys):
     code, out, _ = run_inspect(capsys, root, "--limit", "3")
     assert code == 0
     assert out.startswith("orders-payments (join): batch ")
+    assert "\n  input orders (left): greatest event time " in out
     assert "releases_at" in out and f"... {len(want.held[-1]) - 3} more" in out
 
 

@@ -51,3 +51,29 @@ def test_the_join_alone_may_set_it() -> None:
         'how = "left"', 'how = "left"\nleft_idle_timeout_ms = 7000')
     spec = with_idle_sources(Pipeline.from_toml(text))
     assert (spec.left_idle_timeout_ms, spec.right_idle_timeout_ms) == (7_000, None)
+
+
+def test_inspect_reports_each_input_from_the_idle_tracker(tmp_path: Path) -> None:
+    """``interlace inspect``'s per-input lines: the tracker's greatest event time, and idle
+    since ``last active + timeout`` once that has passed (payments: 2 s), else active."""
+    import json
+    import time
+
+    from interlace.idle_run import heartbeat_folder
+    from interlace.inspection import InputState, _inputs
+
+    p = Pipeline.from_toml(TOML)
+    folder = heartbeat_folder(p, tmp_path)
+    folder.mkdir(parents=True)
+    now_ms = int(time.time() * 1000)
+    (folder / "_idle.json").write_text(json.dumps({
+        "left": {"last_active_ms": now_ms - 60_000, "max_clock_us": 7, "stamped_us": None},
+        "right": {"last_active_ms": now_ms - 60_000, "max_clock_us": 5, "stamped_us": 9}}))
+    left, right = _inputs(p, tmp_path)
+    assert left == InputState(p.left_source, "left", 7, now_ms - 60_000, None, None)
+    assert right == InputState(p.right_source, "right", 5, now_ms - 60_000, 2_000,
+                               now_ms - 58_000)
+    (folder / "_idle.json").write_text(json.dumps({
+        "right": {"last_active_ms": now_ms + 60_000, "max_clock_us": None, "stamped_us": None}}))
+    (only,) = _inputs(p, tmp_path)
+    assert only.idle_since_ms is None and only.greatest_event_time_us is None
