@@ -475,8 +475,10 @@ def inspect_pipeline(spark: Any, pipeline: Any, base: Path, *,
 
 
 def _inputs(p: Any, base: Path) -> list[InputState]:
-    """A join's inputs from its heartbeats' idle tracker (``interlace run`` gives every join
-    of a new checkpoint one; none: an empty list)."""
+    """A join's inputs, from its heartbeats' idle tracker (else an empty list).
+
+    ``interlace run`` gives every join of a new checkpoint one (docs/idle-inputs.md).
+    """
     from interlace.idle_run import heartbeat_folder, with_idle_sources
 
     path = heartbeat_folder(p, base) / "_idle.json"
