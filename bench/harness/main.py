@@ -58,6 +58,7 @@ COMMANDS: dict[str, str | dict[str, tuple[str, str]]] = {
     "foreign-key": "harness.tools.foreign_key_spark",
     "ab": "harness.tools.ab",
     "inspect": "harness.tools.inspect_scale",
+    "latency": "harness.tools.latency",
 }
 
 HELP = {
@@ -73,6 +74,8 @@ HELP = {
     "foreign-key": "the foreign-key join on Spark: load and update batches per key_groups",
     "ab": "two builds' interpreters running bench/run.py throughput, alternating",
     "inspect": "interlace inspect on a checkpoint holding a million join rows",
+    "latency": "arrival-to-commit latency percentiles at steady input rates, native vs "
+               "interlace",
 }
 
 
