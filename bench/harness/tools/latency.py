@@ -21,8 +21,12 @@ it fell behind, and its latency grows with the run).
 
 Workloads (``--workloads``): ``join-inner`` and ``join-left`` (two rate sources of R rows/s
 each; a right row's key is a left row's, 0-5 s later; the left join drops one right row in
-five; window +-6 s, lateness 2 s), ``tumbling`` (5 s windows over 100 keys, lateness 2 s),
-``session`` (gap 2 s; 100 keys active 3 s each, then never again).
+five; window +-6 s, lateness 2 s), ``tumbling`` (5.3 s windows over 100 keys, lateness 2 s),
+``session`` (gap 2 s; 100 keys active 3.7 s each, then never again), ``chain-session``
+(``join-left`` with such a key on the left, then a session window over the join's output by
+it: native in one query, interlace as two queries joined by a channel, as
+``interlace run --continuous`` runs a chain; a session is allowed at its end plus the join's
+lag, 8 s).
 
     .venv/bin/python bench/run.py latency --rates 1000,4000 --stores hdfs
 """
@@ -47,7 +51,10 @@ TRIGGER = "1 second"
 LATENESS_MS = 2_000
 JOIN_WINDOW_MS = 6_000
 DELAY_S = 5  # a right row follows its left row by 0-5 s
-WORKLOADS = ("join-inner", "join-left", "tumbling", "session")
+#: Tumbling windows of 5.3 s, not 5: their ends drift against the 1-second trigger, so a run
+#: meets every phase between them (at whole seconds every window would wait the same).
+WINDOW_MS = 5_300
+WORKLOADS = ("join-inner", "join-left", "tumbling", "session", "chain-session")
 
 
 @dataclass
@@ -62,6 +69,7 @@ class Run:
     input_rows: int = 0
     seconds: float = 0.0
     batches: int = 0
+    batch_ms: list[int] = field(default_factory=list)  # the output query's batches (trigger)
 
     def summary(self) -> dict[str, Any]:
         """p50 / p95 / p99 / max (ms), the output rows and the input rows per second."""
@@ -72,7 +80,8 @@ class Run:
                 "p95_ms": pct(95), "p99_ms": pct(99),
                 "max_ms": round(float(lat.max())) if len(lat) else None,
                 "processed_per_s": round(self.input_rows / self.seconds) if self.seconds else 0,
-                "batches": self.batches}
+                "batches": self.batches,
+                "batch_ms_p50": round(float(np.median(self.batch_ms))) if self.batch_ms else None}
 
 
 def _rate(spark: Any, rate: int) -> Any:
@@ -93,18 +102,19 @@ def _join_inputs(spark: Any, rate: int, how: str) -> tuple[Any, Any]:
     return left, right
 
 
-def _join(spark: Any, rate: int, engine: str, how: str) -> tuple[Any, Any]:
+def _join(spark: Any, rate: int, engine: str, how: str) -> tuple[Any, Any, list[Any]]:
     """The join's output and its rows' allowed time (a column, µs)."""
     from pyspark.sql import functions as F
 
     left, right = _join_inputs(spark, rate, how)
-    if engine == "interlace":
-        from interlace import Join, stream_join
+    if engine in ("interlace", "floor"):
+        from interlace import Join, prepare_join
 
-        out = stream_join(left, right, Join(
+        op = prepare_join(left, right, Join(
             left_keys=["lid"], right_keys=["rid"], how=how, time_window_ms=JOIN_WINDOW_MS,
             left_event_time_column="lts", right_event_time_column="rts",
             lateness_ms=LATENESS_MS))
+        out = op.apply() if engine == "interlace" else _floor(op)
     else:
         delay = f"{LATENESS_MS} milliseconds"
         cond = F.expr(f"lid = rid AND rts BETWEEN lts - INTERVAL {JOIN_WINDOW_MS} MILLISECONDS "
@@ -115,44 +125,116 @@ def _join(spark: Any, rate: int, engine: str, how: str) -> tuple[Any, Any]:
                .select(F.col("lts").alias("left_lts"), F.col("rts").alias("right_rts")))
     lts, rts = F.unix_micros(F.col("left_lts")), F.unix_micros(F.col("right_rts"))
     close = lts + (JOIN_WINDOW_MS + LATENESS_MS) * 1000
-    return out, F.when(rts.isNull(), close).otherwise(F.greatest(lts, rts))
+    return out, F.when(rts.isNull(), close).otherwise(F.greatest(lts, rts)), []
 
 
-def _window(spark: Any, rate: int, engine: str, kind: str) -> tuple[Any, Any]:
+def _window(spark: Any, rate: int, engine: str, kind: str) -> tuple[Any, Any, list[Any]]:
     """The window aggregation's output and its rows' allowed time (µs): end + lateness."""
     from pyspark.sql import functions as F
 
     src = _rate(spark, rate)
-    if kind == "session":  # 100 keys at a time, each active 3 s, then never again
-        key = F.col("value") % 100 + 100 * F.floor(F.col("value") / (3 * rate))
+    if kind == "session":
+        key = _session_key(rate, "value")
     else:
         key = F.col("value") % 100
     events = src.select(key.alias("k"), F.col("value").alias("v"), F.col("timestamp").alias("ts"))
-    if engine == "interlace":
-        from interlace import Aggregation, Window, window_aggregate
+    if engine in ("interlace", "floor"):
+        from interlace import Aggregation, Window, prepare_window
 
-        sizes = {"gap_ms": 2_000} if kind == "session" else {"duration_ms": 5_000}
-        out = window_aggregate(events, Window(
+        sizes = {"gap_ms": 2_000} if kind == "session" else {"duration_ms": WINDOW_MS}
+        op = prepare_window(events, Window(
             kind=kind, event_time_column="ts", lateness_ms=LATENESS_MS, group_by=["k"],
             max_groups_per_window=1_000_000, **sizes,
             aggregations=[Aggregation(agg="count", as_="n"),
                           Aggregation(agg="sum", column="v", as_="s")]))
+        out = op.apply() if engine == "interlace" else _floor(op)
     else:
         win = (F.session_window("ts", "2 seconds") if kind == "session"
-               else F.window("ts", "5 seconds"))
+               else F.window("ts", f"{WINDOW_MS} milliseconds"))
         out = (events.withWatermark("ts", f"{LATENESS_MS} milliseconds")
                .groupBy(win.alias("w"), "k").agg(F.count(F.lit(1)).alias("n"),
                                                   F.sum("v").alias("s"))
                .select(F.col("w.end").alias("window_end"), "k", "n", "s"))
-    return out, F.unix_micros(F.col("window_end")) + LATENESS_MS * 1000
+    return out, F.unix_micros(F.col("window_end")) + LATENESS_MS * 1000, []
 
 
-BUILDERS: dict[str, Callable[[Any, int, str], tuple[Any, Any]]] = {
+def _floor(op: Any) -> Any:
+    """The no-op floor on interlace's prepared operator (``harness.floor``): the same query
+    shape, an ``applyInPandasWithState`` that keeps no state and emits nothing; its batch
+    times are what any such operator pays per micro-batch."""
+    from harness.floor import floor_on
+
+    return floor_on(op, freeze=True)
+
+
+def _session_key(rate: int, column: str) -> Any:
+    """100 keys at a time, each active 3.7 s of ``column`` (a rate source's value), then never
+    again: their sessions close. 3.7 s, not 3: the sessions' ends drift against the 1-second
+    trigger, so a run meets every phase between them (at whole seconds it would measure one)."""
+    from pyspark.sql import functions as F
+
+    return F.col(column) % 100 + 100 * F.floor(F.col(column) / F.lit(3.7 * rate))
+
+
+def _chain(spark: Any, rate: int, engine: str, work: Path) -> tuple[Any, Any, list[Any]]:
+    """A left join, then a session window (gap 2 s) over its output by the left row's key.
+
+    native: one query (Spark propagates the join's output watermark to the aggregation).
+    interlace: two queries as ``interlace run --continuous`` runs a chain: the join into a
+    channel (processing-time trigger), the window over the channel, started together. A
+    session's allowed time: its end plus the join's lag on the left time (window + lateness):
+    no joined row of it can arrive later, in either engine.
+    """
+    from interlace.operators.common.arrow import arrow_schema_for
+    from pyspark.sql import functions as F
+
+    from interlace import Aggregation, Join, Window, stream_join, window_aggregate
+    from interlace.chain import ChannelWriter, min_lateness_ms, read_channel
+
+    if engine == "floor":
+        msg = "chain-session has no floor engine (measure each stage's: join-left, session)"
+        raise SystemExit(msg)
+    left, right = _join_inputs(spark, rate, "left")
+    left = left.withColumn("k", _session_key(rate, "lid"))
+    join = Join(left_keys=["lid"], right_keys=["rid"], how="left", time_window_ms=JOIN_WINDOW_MS,
+                left_event_time_column="lts", right_event_time_column="rts",
+                lateness_ms=LATENESS_MS)
+    lag_ms = min_lateness_ms(join, "left_lts")
+    aggs = [Aggregation(agg="count", as_="n")]
+    if engine == "interlace":
+        paid = stream_join(left, right, join)
+        channel, checkpoint = work / "channel", work / "join"
+        writer = ChannelWriter([channel], checkpoint, join.horizon_ms,
+                               arrow_schema_for(paid.schema, timestamp_unit="us",
+                                                timestamp_tz="UTC"))
+        q1 = (paid.writeStream.foreachBatch(lambda df, i: writer.write(df.toPandas(), i))
+              .option("checkpointLocation", str(checkpoint))
+              .trigger(processingTime=TRIGGER).start())
+        out = window_aggregate(read_channel(spark, channel, paid.schema), Window(
+            kind="session", gap_ms=2_000, event_time_column="left_lts", group_by=["left_k"],
+            lateness_ms=lag_ms, max_groups_per_window=1_000_000, aggregations=aggs))
+        upstream = [q1]
+    else:
+        delay = f"{LATENESS_MS} milliseconds"
+        cond = F.expr(f"lid = rid AND rts BETWEEN lts - INTERVAL {JOIN_WINDOW_MS} MILLISECONDS "
+                      f"AND lts + INTERVAL {JOIN_WINDOW_MS} MILLISECONDS")
+        joined = left.withWatermark("lts", delay).join(right.withWatermark("rts", delay), cond,
+                                                       "left_outer")
+        out = (joined.groupBy(F.session_window("lts", "2 seconds").alias("w"), "k")
+               .agg(F.count(F.lit(1)).alias("n"))
+               .select(F.col("w.end").alias("window_end"), "k", "n"))
+        upstream = []
+    return out, F.unix_micros(F.col("window_end")) + lag_ms * 1000, upstream
+
+
+BUILDERS: dict[str, Callable[..., tuple[Any, Any, list[Any]]]] = {
     "join-inner": lambda spark, rate, engine: _join(spark, rate, engine, "inner"),
     "join-left": lambda spark, rate, engine: _join(spark, rate, engine, "left"),
     "tumbling": lambda spark, rate, engine: _window(spark, rate, engine, "tumbling"),
     "session": lambda spark, rate, engine: _window(spark, rate, engine, "session"),
 }
+#: Workloads whose builder takes a work folder (for its first query's checkpoint, channel).
+CHAINS = {"chain-session": _chain}
 
 
 def measure(spark: Any, workload: str, engine: str, rate: int, store: str,
@@ -162,7 +244,11 @@ def measure(spark: Any, workload: str, engine: str, rate: int, store: str,
 
     use_store(spark, store)
     run = Run(workload, engine, rate, store)
-    out, allowed = BUILDERS[workload](spark, rate, engine)
+    work = Path(tempfile.mkdtemp(prefix=f"latency-{workload}-{engine}-"))
+    if workload in CHAINS:
+        out, allowed, upstream = CHAINS[workload](spark, rate, engine, work)
+    else:
+        out, allowed, upstream = BUILDERS[workload](spark, rate, engine)
     start = time.time()
     window = (start + warmup_s, start + warmup_s + seconds)
     lock = threading.Lock()
@@ -175,26 +261,38 @@ def measure(spark: Any, workload: str, engine: str, rate: int, store: str,
             with lock:
                 run.latencies.extend(lat.tolist())
 
-    checkpoint = Path(tempfile.mkdtemp(prefix=f"latency-{workload}-{engine}-"))
-    query = (out.writeStream.foreachBatch(sink).option("checkpointLocation", str(checkpoint))
+    query = (out.writeStream.foreachBatch(sink)
+             .option("checkpointLocation", str(work / "checkpoint"))
              .trigger(processingTime=TRIGGER).start())
+    queries = [*upstream, query]
     try:
         while time.time() < window[1]:
-            if query.exception() is not None:
-                raise RuntimeError(str(query.exception()))
+            for q in queries:
+                if q.exception() is not None:
+                    raise RuntimeError(str(q.exception()))
             time.sleep(0.5)
-        for p in query.recentProgress:
-            stamp = p.get("timestamp") if isinstance(p, dict) else p.timestamp
-            t = calendar.timegm(time.strptime(stamp[:19], "%Y-%m-%dT%H:%M:%S"))
-            if window[0] <= t <= window[1]:
-                rows = p["numInputRows"] if isinstance(p, dict) else p.numInputRows
-                run.input_rows += int(rows)
-                run.batches += 1
+        for p in _measured(queries[0], window):  # the query reading the sources
+            run.input_rows += int(p["numInputRows"])
+            run.batches += 1
+        run.batch_ms = [int(p["durationMs"]["triggerExecution"])
+                        for p in _measured(query, window)]
         run.seconds = seconds
     finally:
-        query.stop()
-        shutil.rmtree(checkpoint, ignore_errors=True)
+        for q in queries:
+            q.stop()
+        shutil.rmtree(work, ignore_errors=True)
     return run
+
+
+def _measured(query: Any, window: tuple[float, float]) -> list[dict[str, Any]]:
+    """The query's progress reports of micro-batches that started inside ``window``."""
+    out = []
+    for p in query.recentProgress:
+        p = p if isinstance(p, dict) else json.loads(p.json)
+        t = calendar.timegm(time.strptime(p["timestamp"][:19], "%Y-%m-%dT%H:%M:%S"))
+        if window[0] <= t <= window[1]:
+            out.append(p)
+    return out
 
 
 def parser() -> argparse.ArgumentParser:
@@ -202,13 +300,59 @@ def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="bench/run.py latency", description=__doc__.split("\n\n")[0])
     ap.add_argument("--workloads", default=",".join(WORKLOADS),
                     help=f"comma-separated, of {', '.join(WORKLOADS)}")
-    ap.add_argument("--engines", default="native,interlace")
+    ap.add_argument("--engines", default="native,interlace",
+                    help="native, interlace, floor (no rows out: its batch times only)")
     ap.add_argument("--rates", default="1000,4000", help="input rows per second (per input)")
     ap.add_argument("--stores", default="hdfs", help="hdfs, rocksdb")
     ap.add_argument("--warmup", type=float, default=20.0, help="seconds dropped at the start")
     ap.add_argument("--seconds", type=float, default=60.0, help="seconds measured")
     ap.add_argument("--out", type=Path, default=None, help="append each run's summary (JSONL)")
+    ap.add_argument("--plot", type=Path, nargs="+", default=None, metavar="JSONL",
+                    help="measure nothing: plot these --out files into --png (matplotlib, the "
+                    "`bench` extra)")
+    ap.add_argument("--png", type=Path, default=Path(__file__).resolve().parents[3] / "docs"
+                    / "performance-latency.png")
     return ap
+
+
+def plot(files: list[Path], png: Path) -> list[dict[str, Any]]:
+    """p50 and p99 against the input rate, one panel per workload, one line per engine and
+    store (a later file's point replaces an earlier one's); return the points."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    points: dict[tuple[str, str, str, int], dict[str, Any]] = {}
+    for f in files:
+        for line in f.read_text().splitlines():
+            r = json.loads(line)
+            points[(r["workload"], r["engine"], r["store"], r["rate"])] = r
+    workloads = [w for w in WORKLOADS if any(k[0] == w for k in points)]
+    fig, axes = plt.subplots(1, len(workloads), figsize=(3.6 * len(workloads), 3.4),
+                             squeeze=False)
+    for ax, workload in zip(axes[0], workloads, strict=True):
+        series = sorted({(k[1], k[2]) for k, r in points.items()
+                         if k[0] == workload and r["p99_ms"] is not None})  # a floor: none
+        for engine, store in series:
+            rows = sorted((r for k, r in points.items()
+                           if k[:3] == (workload, engine, store)), key=lambda r: r["rate"])
+            rates = [r["rate"] for r in rows]
+            color = "tab:blue" if engine == "interlace" else "tab:gray"
+            style = "-" if store == "hdfs" else "--"
+            ax.plot(rates, [r["p99_ms"] / 1000 for r in rows], style, color=color,
+                    marker="o" if store == "hdfs" else "s", label=f"{engine} p99 ({store})")
+            ax.plot(rates, [r["p50_ms"] / 1000 for r in rows], style, color=color, marker=".",
+                    alpha=0.45, label=f"{engine} p50 ({store})")
+        ax.set_title(workload)
+        ax.set_xlabel("input rows/s (per input)")
+        ax.set_xscale("log")
+        ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel("latency beyond the semantics (s)")
+    axes[0][-1].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(png, dpi=110)
+    return list(points.values())
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -216,6 +360,12 @@ def main(argv: list[str] | None = None) -> int:
     from harness.spark import open_session
 
     args = parser().parse_args(argv)
+    if args.plot:
+        print(_table(sorted(plot(args.plot, args.png),
+                            key=lambda r: (WORKLOADS.index(r["workload"]), r["rate"],
+                                           r["store"], r["engine"]))))
+        print(f"wrote {args.png}")
+        return 0
     spark = open_session({})
     rows = []
     for workload in args.workloads.split(","):
@@ -235,7 +385,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _table(rows: list[dict[str, Any]]) -> str:
     head = ("workload", "rate", "store", "engine", "p50_ms", "p95_ms", "p99_ms", "max_ms",
-            "processed_per_s", "rows_out")
+            "processed_per_s", "rows_out", "batch_ms_p50")
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    lines += ["| " + " | ".join(str(r[h]) for h in head) + " |" for r in rows]
+    lines += ["| " + " | ".join(str(r.get(h)) for h in head) + " |" for r in rows]
     return "\n".join(lines)
