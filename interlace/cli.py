@@ -245,7 +245,7 @@ def _inspect_parser(sub: Any) -> None:
         description="Read each stage's checkpoint through Spark's state data source (read-only; "
         "PySpark 4.0+) and print every held item with the watermark that releases it. See "
         "docs/inspect.md.")
-    ins.add_argument("pipeline", type=Path, metavar="PIPELINE_OR_CHECKPOINT",
+    ins.add_argument("pipeline", type=Path,
                      help="the pipeline file (TOML) whose checkpoints to read, or a checkpoint "
                      "folder `interlace run` wrote (it records the pipeline file there)")
     _add_verbose(ins)
