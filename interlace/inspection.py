@@ -480,24 +480,19 @@ def _inputs(p: Any, base: Path) -> list[InputState]:
     ``interlace run`` gives every join of a new checkpoint one (docs/idle-inputs.md).
     """
     from interlace.idle_run import heartbeat_folder, with_idle_sources
+    from interlace.operators.common.idle import IdleTracker, saved_clocks
 
-    path = heartbeat_folder(p, base) / "_idle.json"
-    if p.join is None or not path.is_file():
+    saved = saved_clocks(heartbeat_folder(p, base)) if p.join is not None else None
+    if saved is None:
         return []
-    saved = json.loads(path.read_text())
     spec = with_idle_sources(p)
-    now_ms = int(time.time() * 1000)
-    out = []
-    for side, name in (("left", p.left_source), ("right", p.right_source)):
-        clock = saved.get(side)
-        if clock is None:
-            continue
-        timeout = getattr(spec, f"{side}_idle_timeout_ms", None)
-        since = None if timeout is None else int(clock["last_active_ms"]) + int(timeout)
-        out.append(InputState(name, side, clock.get("max_clock_us"),
-                              int(clock["last_active_ms"]), timeout,
-                              since if since is not None and now_ms >= since else None))
-    return out
+    sides = [(side, name) for side, name in (("left", p.left_source), ("right", p.right_source))
+             if side in saved]
+    timeouts = {side: getattr(spec, f"{side}_idle_timeout_ms", None) for side, _ in sides}
+    idle = IdleTracker(timeouts, {side: saved[side] for side, _ in sides}).idle_since_ms(
+        int(time.time() * 1000))
+    return [InputState(name, side, saved[side].max_clock_us, saved[side].last_active_ms,
+                       timeouts[side], idle[side]) for side, name in sides]
 
 
 def _unstarted_aggregate(checkpoint: Path, bound: list[Any]) -> Any:

@@ -174,8 +174,13 @@ def record_checkpoint(pipeline: Any, base: Path, *, ran: bool = False) -> None:
     if path.is_file() or (not ran and offsets.is_dir() and any(offsets.iterdir())):
         return
     folder.mkdir(parents=True, exist_ok=True)
+    _write_json(path, json.dumps(spec_record(pipeline, base), indent=2, sort_keys=True))
+
+
+def _write_json(path: Path, text: str) -> None:
+    """Write ``text`` (and a newline) to ``path`` whole or not at all (a rename)."""
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(spec_record(pipeline, base), indent=2, sort_keys=True) + "\n")
+    tmp.write_text(text + "\n", encoding="utf-8")
     os.replace(tmp, path)
 
 
@@ -238,9 +243,7 @@ def record_pipeline_file(pipeline: Any, base: Path, path: Path) -> None:
         folder.mkdir(parents=True, exist_ok=True)
         record = {"format": _FORMAT, "file": str(Path(path).resolve()),
                   "stage": run.pipeline.name, "toml": text}
-        tmp = folder / (PIPELINE_FILE + ".tmp")
-        tmp.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
-        os.replace(tmp, folder / PIPELINE_FILE)
+        _write_json(folder / PIPELINE_FILE, json.dumps(record, indent=1))
 
 
 def recorded_pipeline_file(folder: Path) -> dict[str, Any] | None:

@@ -58,9 +58,17 @@ from interlace.operators.common.names import CLOCK_COLUMN, TICK_COLUMN
 from interlace.operators.errors import ConfigError
 
 __all__ = ["Heartbeats", "IdleTracker", "InputClock", "batch_metrics", "heartbeats_at",
-           "restore_held", "unlisten", "with_heartbeats"]
+           "restore_held", "saved_clocks", "unlisten", "with_heartbeats"]
 
 _STATE = "_idle.json"
+
+
+def saved_clocks(location: str | os.PathLike[str]) -> dict[str, InputClock] | None:
+    """What the tracker at heartbeat folder ``location`` last saved, per input; None if none."""
+    path = Path(location) / _STATE
+    if not path.exists():
+        return None
+    return {name: InputClock(**clock) for name, clock in json.loads(path.read_text()).items()}
 
 
 def _now_ms() -> int:
@@ -206,12 +214,10 @@ class Heartbeats:
 
     def _load(self, timeouts_ms: Mapping[str, int | None]) -> IdleTracker:
         now = self.clock()
-        path = self.location / _STATE
-        if not path.exists():
+        saved = saved_clocks(self.location)
+        if saved is None:
             return IdleTracker.started(timeouts_ms, now)
-        saved = json.loads(path.read_text())
-        clocks = {name: InputClock(**saved[name]) if name in saved else InputClock(now)
-                  for name in timeouts_ms}
+        clocks = {name: saved.get(name, InputClock(now)) for name in timeouts_ms}
         # A query restarted in this process: its previous run's listener may not have saved
         # its last micro-batch yet, but it holds it.
         previous = _BY_LOCATION.get(str(self.location.resolve()))
