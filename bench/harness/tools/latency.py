@@ -26,7 +26,7 @@ five; window +-6 s, lateness 2 s), ``tumbling`` (5.3 s windows over 100 keys, la
 (``join-left`` with such a key on the left, then a session window over the join's output by
 it: native in one query, interlace as two queries joined by a channel, as
 ``interlace run --continuous`` runs a chain; a session is allowed at its end plus the join's
-lag, 8 s).
+lag, 6 s, plus the lateness: 8 s).
 
     .venv/bin/python bench/run.py latency --rates 1000,4000 --stores hdfs
 """
@@ -54,7 +54,9 @@ DELAY_S = 5  # a right row follows its left row by 0-5 s
 #: Tumbling windows of 5.3 s, not 5: their ends drift against the 1-second trigger, so a run
 #: meets every phase between them (at whole seconds every window would wait the same).
 WINDOW_MS = 5_300
-WORKLOADS = ("join-inner", "join-left", "tumbling", "session", "chain-session")
+TABLE_KEYS = 1_000  # the stream-table join's table: 1,000 keys, updated at a tenth of the rate
+WORKLOADS = ("join-inner", "join-left", "stream-table", "stream-table-eager", "tumbling", "session",
+             "chain-session")
 
 
 @dataclass
@@ -128,6 +130,48 @@ def _join(spark: Any, rate: int, engine: str, how: str) -> tuple[Any, Any, list[
     return out, F.when(rts.isNull(), close).otherwise(F.greatest(lts, rts)), []
 
 
+def _stream_table(spark: Any, rate: int, engine: str,
+                  emit: str = "final") -> tuple[Any, Any, list[Any]]:
+    """A left join of a stream (R rows/s over 1,000 keys) with a table of those keys updated
+    at R/10 rows/s, and its rows' allowed time (µs).
+
+    interlace: ``stream_table_join(how="left", emit="final")``: a row joins the table as of
+    its time once the watermark passes it, so it is allowed at ``t + lateness``; under
+    ``emit="eager"`` (``stream-table-eager``) it joins the versions received so far in the
+    call that receives it, so it is allowed at ``t``. native: the
+    closest Spark query with event-time semantics, the left outer interval join of the stream
+    with the updates (``u.ts BETWEEN s.ts - 6 s AND s.ts``): a matched row is allowed when the
+    stream row arrives (its updates are older), an unmatched one at ``t + lateness``, when the
+    watermark passes it. Spark's answer differs (every update of the 6 s, not the version as
+    of ``t``); the latencies are each engine's against its own semantics.
+    """
+    from pyspark.sql import functions as F
+
+    stream = _rate(spark, rate).select(
+        (F.col("value") * 7919 % TABLE_KEYS).alias("k"), F.col("value").alias("v"),
+        F.col("timestamp").alias("ts"))
+    table = _rate(spark, max(rate // 10, 1)).select(
+        (F.col("value") % TABLE_KEYS).alias("k"), F.col("value").alias("tv"),
+        F.col("timestamp").alias("ts"))
+    if engine in ("interlace", "floor"):
+        from interlace import StreamTableJoin, prepare_stream_table_join
+
+        op = prepare_stream_table_join(stream, table, StreamTableJoin(
+            left_keys=["k"], right_keys=["k"], how="left", event_time_column="ts",
+            lateness_ms=LATENESS_MS, emit=emit))
+        out = op.apply() if engine == "interlace" else _floor(op)
+        allowed = F.unix_micros(F.col("left_ts"))
+        return out, allowed + LATENESS_MS * 1000 if emit == "final" else allowed, []
+    delay = f"{LATENESS_MS} milliseconds"
+    out = (stream.withWatermark("ts", delay).alias("s")
+           .join(table.withWatermark("ts", delay).alias("u"), F.expr(
+               f"s.k = u.k AND u.ts BETWEEN s.ts - INTERVAL {JOIN_WINDOW_MS} MILLISECONDS "
+               "AND s.ts"), "left_outer")
+           .select(F.col("s.ts").alias("left_ts"), F.col("u.ts").alias("right_ts")))
+    lts = F.unix_micros(F.col("left_ts"))
+    return out, F.when(F.col("right_ts").isNull(), lts + LATENESS_MS * 1000).otherwise(lts), []
+
+
 def _window(spark: Any, rate: int, engine: str, kind: str) -> tuple[Any, Any, list[Any]]:
     """The window aggregation's output and its rows' allowed time (µs): end + lateness."""
     from pyspark.sql import functions as F
@@ -182,8 +226,10 @@ def _chain(spark: Any, rate: int, engine: str, work: Path) -> tuple[Any, Any, li
     native: one query (Spark propagates the join's output watermark to the aggregation).
     interlace: two queries as ``interlace run --continuous`` runs a chain: the join into a
     channel (processing-time trigger), the window over the channel, started together. A
-    session's allowed time: its end plus the join's lag on the left time (window + lateness):
-    no joined row of it can arrive later, in either engine.
+    session's allowed time: its end plus the join's lag on the left time (its window, 6 s)
+    plus the lateness (2 s): the first moment the watermark can pass end + lag, when no joined
+    row of it can come any more, in either engine (Spark holds the aggregation's watermark
+    back by the join's window; interlace's second query by its lateness, the lag).
     """
     from interlace.operators.common.arrow import arrow_schema_for
     from pyspark.sql import functions as F
@@ -224,12 +270,14 @@ def _chain(spark: Any, rate: int, engine: str, work: Path) -> tuple[Any, Any, li
                .agg(F.count(F.lit(1)).alias("n"))
                .select(F.col("w.end").alias("window_end"), "k", "n"))
         upstream = []
-    return out, F.unix_micros(F.col("window_end")) + lag_ms * 1000, upstream
+    return out, F.unix_micros(F.col("window_end")) + (lag_ms + LATENESS_MS) * 1000, upstream
 
 
 BUILDERS: dict[str, Callable[..., tuple[Any, Any, list[Any]]]] = {
     "join-inner": lambda spark, rate, engine: _join(spark, rate, engine, "inner"),
     "join-left": lambda spark, rate, engine: _join(spark, rate, engine, "left"),
+    "stream-table": _stream_table,
+    "stream-table-eager": lambda spark, rate, engine: _stream_table(spark, rate, engine, "eager"),
     "tumbling": lambda spark, rate, engine: _window(spark, rate, engine, "tumbling"),
     "session": lambda spark, rate, engine: _window(spark, rate, engine, "session"),
 }
@@ -238,9 +286,15 @@ CHAINS = {"chain-session": _chain}
 
 
 def measure(spark: Any, workload: str, engine: str, rate: int, store: str,
-            warmup_s: float, seconds: float) -> Run:
-    """Run one workload on one engine at ``rate`` rows/s; return its measured run."""
+            warmup_s: float, seconds: float, reader_trigger: str | None = None) -> Run:
+    """Run one workload on one engine at ``rate`` rows/s; return its measured run.
+
+    ``reader_trigger``: the processing-time trigger of an interlace chain's second query, the
+    one reading the channel (default: ``interlace run --continuous``'s,
+    :data:`interlace.chain.READER_TRIGGER`).
+    """
     from harness.spark import use_store
+    from interlace.chain import READER_TRIGGER
 
     use_store(spark, store)
     run = Run(workload, engine, rate, store)
@@ -263,7 +317,8 @@ def measure(spark: Any, workload: str, engine: str, rate: int, store: str,
 
     query = (out.writeStream.foreachBatch(sink)
              .option("checkpointLocation", str(work / "checkpoint"))
-             .trigger(processingTime=TRIGGER).start())
+             .trigger(processingTime=(reader_trigger or READER_TRIGGER) if upstream
+                      else TRIGGER).start())
     queries = [*upstream, query]
     try:
         while time.time() < window[1]:
@@ -306,6 +361,12 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--stores", default="hdfs", help="hdfs, rocksdb")
     ap.add_argument("--warmup", type=float, default=20.0, help="seconds dropped at the start")
     ap.add_argument("--seconds", type=float, default=60.0, help="seconds measured")
+    ap.add_argument("--repeats", type=int, default=1,
+                    help="runs per point, the engines interleaved (each repeat reverses their "
+                    "order); --plot takes each point's median")
+    ap.add_argument("--reader-trigger", default=None,
+                    help="chain-session: the trigger of interlace's query reading the channel "
+                    "(default: interlace run --continuous's, e.g. '1 second')")
     ap.add_argument("--out", type=Path, default=None, help="append each run's summary (JSONL)")
     ap.add_argument("--plot", type=Path, nargs="+", default=None, metavar="JSONL",
                     help="measure nothing: plot these --out files into --png (matplotlib, the "
@@ -315,19 +376,38 @@ def parser() -> argparse.ArgumentParser:
     return ap
 
 
+def medians(files: list[Path]) -> dict[tuple[str, str, str, int], dict[str, Any]]:
+    """Each point (workload, engine, store, rate) of the files: the median of its repeats'
+    percentiles and batch times (``repeats``: how many). A later file's runs of a point
+    replace an earlier file's."""
+    runs: dict[tuple[str, str, str, int], tuple[Path, list[dict[str, Any]]]] = {}
+    for f in files:
+        for line in f.read_text().splitlines():
+            r = json.loads(line)
+            key = (r["workload"], r["engine"], r["store"], r["rate"])
+            if key not in runs or runs[key][0] != f:
+                runs[key] = (f, [])
+            runs[key][1].append(r)
+    points = {}
+    for key, (_, rs) in runs.items():
+        point = dict(rs[-1], repeats=len(rs))
+        point.pop("repeat", None)
+        for h in ("p50_ms", "p95_ms", "p99_ms", "max_ms", "processed_per_s", "batch_ms_p50"):
+            vals = [r[h] for r in rs if r.get(h) is not None]
+            point[h] = round(float(np.median(vals))) if vals else None
+        points[key] = point
+    return points
+
+
 def plot(files: list[Path], png: Path) -> list[dict[str, Any]]:
     """p50 and p99 against the input rate, one panel per workload, one line per engine and
-    store (a later file's point replaces an earlier one's); return the points."""
+    store (each point the median of its repeats, :func:`medians`); return the points."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    points: dict[tuple[str, str, str, int], dict[str, Any]] = {}
-    for f in files:
-        for line in f.read_text().splitlines():
-            r = json.loads(line)
-            points[(r["workload"], r["engine"], r["store"], r["rate"])] = r
+    points = medians(files)
     workloads = [w for w in WORKLOADS if any(k[0] == w for k in points)]
     fig, axes = plt.subplots(1, len(workloads), figsize=(3.6 * len(workloads), 3.4),
                              squeeze=False)
@@ -363,29 +443,34 @@ def main(argv: list[str] | None = None) -> int:
     if args.plot:
         print(_table(sorted(plot(args.plot, args.png),
                             key=lambda r: (WORKLOADS.index(r["workload"]), r["rate"],
-                                           r["store"], r["engine"]))))
+                                           r["store"], r["engine"])), "repeats"))
         print(f"wrote {args.png}")
         return 0
     spark = open_session({})
     rows = []
+    engines = args.engines.split(",")
     for workload in args.workloads.split(","):
         for rate in (int(r) for r in args.rates.split(",")):
             for store in args.stores.split(","):
-                for engine in args.engines.split(","):
-                    s = measure(spark, workload, engine, rate, store, args.warmup,
-                                args.seconds).summary()
-                    rows.append(s)
-                    print(json.dumps(s), flush=True)
-                    if args.out is not None:
-                        with args.out.open("a") as fh:
-                            fh.write(json.dumps(s) + "\n")
+                for rep in range(args.repeats):
+                    # interleaved: each repeat runs every engine, in turn reversed, so a
+                    # drift of the machine or the JVM over the runs touches each alike
+                    for engine in engines if rep % 2 == 0 else engines[::-1]:
+                        s = measure(spark, workload, engine, rate, store, args.warmup,
+                                    args.seconds, args.reader_trigger).summary()
+                        s["repeat"] = rep
+                        rows.append(s)
+                        print(json.dumps(s), flush=True)
+                        if args.out is not None:
+                            with args.out.open("a") as fh:
+                                fh.write(json.dumps(s) + "\n")
     print(_table(rows))
     return 0
 
 
-def _table(rows: list[dict[str, Any]]) -> str:
+def _table(rows: list[dict[str, Any]], last: str = "repeat") -> str:
     head = ("workload", "rate", "store", "engine", "p50_ms", "p95_ms", "p99_ms", "max_ms",
-            "processed_per_s", "rows_out", "batch_ms_p50")
+            "processed_per_s", "rows_out", "batch_ms_p50", last)
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     lines += ["| " + " | ".join(str(r.get(h)) for h in head) + " |" for r in rows]
     return "\n".join(lines)
