@@ -623,3 +623,44 @@ def test_the_frozen_floor_freezes_its_workers_garbage_collector_as_interlace_doe
                                                                             gap_ms=30_000))
              if e.floor_emits}
     assert emits == {"floor-out", "floor-out-frozen"}
+
+
+def test_latency_points_are_the_median_of_their_repeats_and_a_later_file_replaces_them(
+        tmp_path: Path) -> None:
+    """``bench/run.py latency --plot``: each (workload, engine, store, rate) is the median of
+    its repeats' figures; a later file's runs of a point replace an earlier file's."""
+    import json
+
+    from harness.tools import latency
+
+    def run(engine: str, p99: int, rep: int, rate: int = 1000) -> dict[str, object]:
+        return {"workload": "session", "engine": engine, "rate": rate, "store": "hdfs",
+                "rows_out": 10, "p50_ms": p99 // 2, "p95_ms": p99, "p99_ms": p99,
+                "max_ms": p99, "processed_per_s": 1000, "batches": 60,
+                "batch_ms_p50": 500 + rep, "repeat": rep}
+
+    first, second = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    first.write_text("\n".join(json.dumps(r) for r in [
+        run("native", 3000, 0), run("interlace", 9000, 0), run("interlace", 4000, 0, 4000)]))
+    second.write_text("\n".join(json.dumps(r) for r in [
+        run("interlace", 3000, 0), run("interlace", 5000, 1), run("interlace", 3600, 2)]))
+    points = latency.medians([first, second])
+    replaced = points[("session", "interlace", "hdfs", 1000)]
+    assert (replaced["p99_ms"], replaced["p50_ms"], replaced["repeats"]) == (3600, 1800, 3)
+    assert replaced["batch_ms_p50"] == 501 and "repeat" not in replaced
+    assert points[("session", "native", "hdfs", 1000)]["repeats"] == 1
+    assert points[("session", "interlace", "hdfs", 4000)]["p99_ms"] == 4000
+
+
+def test_latency_repeats_interleave_the_engines_in_turn_reversed() -> None:
+    """``--repeats``: every repeat runs every engine, each other repeat in reverse order."""
+    from harness.tools import latency
+
+    args = latency.parser().parse_args(["--repeats", "3", "--workloads", "stream-table-eager",
+                                        "--reader-trigger", "100 milliseconds"])
+    assert args.repeats == 3 and args.reader_trigger == "100 milliseconds"
+    assert latency.schedule(["native", "interlace", "floor"], 3) == [
+        (0, "native"), (0, "interlace"), (0, "floor"), (1, "floor"), (1, "interlace"),
+        (1, "native"), (2, "native"), (2, "interlace"), (2, "floor")]
+    assert {"stream-table", "stream-table-eager"} <= set(latency.WORKLOADS)
+    assert set(latency.WORKLOADS) == {*latency.BUILDERS, *latency.CHAINS}

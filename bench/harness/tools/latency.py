@@ -290,11 +290,9 @@ def measure(spark: Any, workload: str, engine: str, rate: int, store: str,
     """Run one workload on one engine at ``rate`` rows/s; return its measured run.
 
     ``reader_trigger``: the processing-time trigger of an interlace chain's second query, the
-    one reading the channel (default: ``interlace run --continuous``'s,
-    :data:`interlace.chain.READER_TRIGGER`).
+    one reading the channel (default: ``interlace run --continuous``'s, one second).
     """
     from harness.spark import use_store
-    from interlace.chain import READER_TRIGGER
 
     use_store(spark, store)
     run = Run(workload, engine, rate, store)
@@ -317,7 +315,7 @@ def measure(spark: Any, workload: str, engine: str, rate: int, store: str,
 
     query = (out.writeStream.foreachBatch(sink)
              .option("checkpointLocation", str(work / "checkpoint"))
-             .trigger(processingTime=(reader_trigger or READER_TRIGGER) if upstream
+             .trigger(processingTime=(reader_trigger or TRIGGER) if upstream
                       else TRIGGER).start())
     queries = [*upstream, query]
     try:
@@ -366,7 +364,7 @@ def parser() -> argparse.ArgumentParser:
                     "order); --plot takes each point's median")
     ap.add_argument("--reader-trigger", default=None,
                     help="chain-session: the trigger of interlace's query reading the channel "
-                    "(default: interlace run --continuous's, e.g. '1 second')")
+                    "(default: interlace run --continuous's, '1 second')")
     ap.add_argument("--out", type=Path, default=None, help="append each run's summary (JSONL)")
     ap.add_argument("--plot", type=Path, nargs="+", default=None, metavar="JSONL",
                     help="measure nothing: plot these --out files into --png (matplotlib, the "
@@ -409,9 +407,15 @@ def plot(files: list[Path], png: Path) -> list[dict[str, Any]]:
 
     points = medians(files)
     workloads = [w for w in WORKLOADS if any(k[0] == w for k in points)]
-    fig, axes = plt.subplots(1, len(workloads), figsize=(3.6 * len(workloads), 3.4),
-                             squeeze=False)
-    for ax, workload in zip(axes[0], workloads, strict=True):
+    from matplotlib.ticker import NullFormatter
+
+    cols = min(len(workloads), 4)
+    nrows = -(-len(workloads) // cols)
+    fig, axes = plt.subplots(nrows, cols, figsize=(3.6 * cols, 3.2 * nrows), squeeze=False)
+    flat = [ax for row in axes for ax in row]
+    for ax in flat[len(workloads):]:
+        ax.set_visible(False)
+    for ax, workload in zip(flat, workloads, strict=False):
         series = sorted({(k[1], k[2]) for k, r in points.items()
                          if k[0] == workload and r["p99_ms"] is not None})  # a floor: none
         for engine, store in series:
@@ -427,9 +431,13 @@ def plot(files: list[Path], png: Path) -> list[dict[str, Any]]:
         ax.set_title(workload)
         ax.set_xlabel("input rows/s (per input)")
         ax.set_xscale("log")
+        ticks = sorted({k[3] for k in points if k[0] == workload})
+        ax.set_xticks(ticks, [f"{t:,}" for t in ticks])
+        ax.xaxis.set_minor_formatter(NullFormatter())
         ax.grid(alpha=0.3)
-    axes[0][0].set_ylabel("latency beyond the semantics (s)")
-    axes[0][-1].legend(fontsize=7)
+    for row in axes:
+        row[0].set_ylabel("latency beyond the semantics (s)")
+    flat[len(workloads) - 1].legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(png, dpi=110)
     return list(points.values())
@@ -452,20 +460,24 @@ def main(argv: list[str] | None = None) -> int:
     for workload in args.workloads.split(","):
         for rate in (int(r) for r in args.rates.split(",")):
             for store in args.stores.split(","):
-                for rep in range(args.repeats):
-                    # interleaved: each repeat runs every engine, in turn reversed, so a
-                    # drift of the machine or the JVM over the runs touches each alike
-                    for engine in engines if rep % 2 == 0 else engines[::-1]:
-                        s = measure(spark, workload, engine, rate, store, args.warmup,
-                                    args.seconds, args.reader_trigger).summary()
-                        s["repeat"] = rep
-                        rows.append(s)
-                        print(json.dumps(s), flush=True)
-                        if args.out is not None:
-                            with args.out.open("a") as fh:
-                                fh.write(json.dumps(s) + "\n")
+                for rep, engine in schedule(engines, args.repeats):
+                    s = measure(spark, workload, engine, rate, store, args.warmup,
+                                args.seconds, args.reader_trigger).summary()
+                    s["repeat"] = rep
+                    rows.append(s)
+                    print(json.dumps(s), flush=True)
+                    if args.out is not None:
+                        with args.out.open("a") as fh:
+                            fh.write(json.dumps(s) + "\n")
     print(_table(rows))
     return 0
+
+
+def schedule(engines: list[str], repeats: int) -> list[tuple[int, str]]:
+    """(repeat, engine) in the order they run: each repeat runs every engine, in turn
+    reversed, so a drift of the machine or the JVM over the runs touches each engine alike."""
+    return [(rep, e) for rep in range(repeats) for e in (engines if rep % 2 == 0
+                                                         else engines[::-1])]
 
 
 def _table(rows: list[dict[str, Any]], last: str = "repeat") -> str:
