@@ -365,6 +365,9 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--reader-trigger", default=None,
                     help="chain-session: the trigger of interlace's query reading the channel "
                     "(default: interlace run --continuous's, '1 second')")
+    ap.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                    help="a Spark setting of the session (repeatable; recorded in each run's "
+                    "summary), e.g. spark.sql.shuffle.partitions=2 (default 4)")
     ap.add_argument("--out", type=Path, default=None, help="append each run's summary (JSONL)")
     ap.add_argument("--plot", type=Path, nargs="+", default=None, metavar="JSONL",
                     help="measure nothing: plot these --out files into --png (matplotlib, the "
@@ -445,7 +448,7 @@ def plot(files: list[Path], png: Path) -> list[dict[str, Any]]:
 
 def main(argv: list[str] | None = None) -> int:
     """Run every (workload, rate, store, engine), one query at a time; print a table."""
-    from harness.spark import open_session
+    from harness.spark import open_session, parse_conf
 
     args = parser().parse_args(argv)
     if args.plot:
@@ -454,7 +457,8 @@ def main(argv: list[str] | None = None) -> int:
                                            r["store"], r["engine"])), "repeats"))
         print(f"wrote {args.png}")
         return 0
-    spark = open_session({})
+    conf = parse_conf(args.conf)
+    spark = open_session(conf)
     rows = []
     engines = args.engines.split(",")
     for workload in args.workloads.split(","):
@@ -464,6 +468,8 @@ def main(argv: list[str] | None = None) -> int:
                     s = measure(spark, workload, engine, rate, store, args.warmup,
                                 args.seconds, args.reader_trigger).summary()
                     s["repeat"] = rep
+                    if conf:
+                        s["conf"] = conf
                     rows.append(s)
                     print(json.dumps(s), flush=True)
                     if args.out is not None:
