@@ -407,11 +407,10 @@ def plot(files: list[Path], png: Path) -> list[dict[str, Any]]:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import NullFormatter
 
     points = medians(files)
     workloads = [w for w in WORKLOADS if any(k[0] == w for k in points)]
-    from matplotlib.ticker import NullFormatter
-
     cols = min(len(workloads), 4)
     nrows = -(-len(workloads) // cols)
     fig, axes = plt.subplots(nrows, cols, figsize=(3.6 * cols, 3.2 * nrows), squeeze=False)
