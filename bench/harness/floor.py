@@ -88,6 +88,43 @@ def floor_on(op: Any, out_ratio: float = 0.0, freeze: bool = False) -> Any:
         func, op.output_schema, op.state_schema, op.output_mode, op.timeout_conf)
 
 
+def tws_floor_on(op: Any) -> Any:
+    """The floor on Spark's other Python stateful API, ``transformWithStateInPandas`` (PySpark
+    4.0+, the RocksDB state store only): the same prepared input and key groups, a processor
+    that reads every frame, keeps 8 bytes in a ``ValueState`` and emits nothing. It registers
+    no timer (the ``applyInPandasWithState`` floor sets a timeout, a field of its state)."""
+    from pyspark import cloudpickle
+
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    return op.prepared.groupBy(*op.group_columns).transformWithStateInPandas(
+        _tws_processor()(), op.output_schema, "Append", "EventTime")
+
+
+def _tws_processor() -> type:
+    """The no-op ``StatefulProcessor`` class (built on call: PySpark 3.5 has no such API)."""
+    from pyspark.sql.streaming.stateful_processor import StatefulProcessor
+
+    class TwsFloor(StatefulProcessor):
+        def init(self, handle: Any) -> None:
+            from interlace.operators.common.worker import prepare_worker
+
+            prepare_worker()  # as the applyInPandasWithState floor's ``freeze``
+            self.value = handle.getValueState("s", "v binary")
+
+        def handleInputRows(self, key: Any, rows: Iterator[Any],  # noqa: N802 (Spark's name)
+                            timerValues: Any) -> Iterator[Any]:  # noqa: N803
+            n = 0
+            for f in rows:
+                n += len(f)
+            self.value.update((b"\0" * 8,))
+            return iter(())
+
+        def close(self) -> None:
+            pass
+
+    return TwsFloor
+
+
 def floor_engines(prepared: Callable[[Any], Any], output_rows: Callable[[Any], int],
                   columns: tuple[str, ...]) -> list[Any]:
     """A workload's ``floor`` and ``floor-out`` engines: ``prepared(ctx)`` is its prepared

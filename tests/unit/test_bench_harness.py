@@ -664,3 +664,26 @@ def test_latency_repeats_interleave_the_engines_in_turn_reversed() -> None:
         (1, "native"), (2, "native"), (2, "interlace"), (2, "floor")]
     assert {"stream-table", "stream-table-eager"} <= set(latency.WORKLOADS)
     assert set(latency.WORKLOADS) == {*latency.BUILDERS, *latency.CHAINS}
+
+
+def test_latency_run_reports_a_chains_first_query_beside_its_output_query(
+        tmp_path: Path) -> None:
+    """A chain's run (interlace, floor) reports the median micro-batch of both its queries: the
+    one reading the channel (``batch_ms_p50``) and the one writing it; a one-query run has
+    none of the second, and ``--plot`` takes the median over the repeats of each."""
+    import json
+
+    from harness.tools import latency
+
+    chain = latency.Run("chain-session", "floor", 1000, "hdfs", batch_ms=[900, 1100, 1000],
+                        upstream_batch_ms=[1300, 1200])
+    s = chain.summary()
+    assert (s["batch_ms_p50"], s["upstream_batch_ms_p50"]) == (1000, 1250)
+    assert (s["rows_out"], s["p99_ms"]) == (0, None)  # a floor emits nothing
+    one = latency.Run("session", "native", 1000, "hdfs", batch_ms=[400]).summary()
+    assert one["upstream_batch_ms_p50"] is None
+    runs = tmp_path / "chain.jsonl"
+    runs.write_text("\n".join(json.dumps(
+        dict(s, upstream_batch_ms_p50=ms, repeat=i)) for i, ms in enumerate((1250, 1700, 1400))))
+    point = latency.medians([runs])[("chain-session", "floor", "hdfs", 1000)]
+    assert (point["upstream_batch_ms_p50"], point["repeats"]) == (1400, 3)

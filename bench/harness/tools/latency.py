@@ -72,6 +72,8 @@ class Run:
     seconds: float = 0.0
     batches: int = 0
     batch_ms: list[int] = field(default_factory=list)  # the output query's batches (trigger)
+    #: a chain's first query (interlace, floor: the join into the channel), its batches
+    upstream_batch_ms: list[int] = field(default_factory=list)
 
     def summary(self) -> dict[str, Any]:
         """p50 / p95 / p99 / max (ms), the output rows and the input rows per second."""
@@ -83,7 +85,12 @@ class Run:
                 "max_ms": round(float(lat.max())) if len(lat) else None,
                 "processed_per_s": round(self.input_rows / self.seconds) if self.seconds else 0,
                 "batches": self.batches,
-                "batch_ms_p50": round(float(np.median(self.batch_ms))) if self.batch_ms else None}
+                "batch_ms_p50": _median(self.batch_ms),
+                "upstream_batch_ms_p50": _median(self.upstream_batch_ms)}
+
+
+def _median(values: list[int]) -> int | None:
+    return round(float(np.median(values))) if values else None
 
 
 def _rate(spark: Any, rate: int) -> Any:
@@ -109,14 +116,14 @@ def _join(spark: Any, rate: int, engine: str, how: str) -> tuple[Any, Any, list[
     from pyspark.sql import functions as F
 
     left, right = _join_inputs(spark, rate, how)
-    if engine in ("interlace", "floor"):
+    if engine != "native":
         from interlace import Join, prepare_join
 
         op = prepare_join(left, right, Join(
             left_keys=["lid"], right_keys=["rid"], how=how, time_window_ms=JOIN_WINDOW_MS,
             left_event_time_column="lts", right_event_time_column="rts",
             lateness_ms=LATENESS_MS))
-        out = op.apply() if engine == "interlace" else _floor(op)
+        out = op.apply() if engine == "interlace" else _floor(op, engine)
     else:
         delay = f"{LATENESS_MS} milliseconds"
         cond = F.expr(f"lid = rid AND rts BETWEEN lts - INTERVAL {JOIN_WINDOW_MS} MILLISECONDS "
@@ -153,13 +160,13 @@ def _stream_table(spark: Any, rate: int, engine: str,
     table = _rate(spark, max(rate // 10, 1)).select(
         (F.col("value") % TABLE_KEYS).alias("k"), F.col("value").alias("tv"),
         F.col("timestamp").alias("ts"))
-    if engine in ("interlace", "floor"):
+    if engine != "native":
         from interlace import StreamTableJoin, prepare_stream_table_join
 
         op = prepare_stream_table_join(stream, table, StreamTableJoin(
             left_keys=["k"], right_keys=["k"], how="left", event_time_column="ts",
             lateness_ms=LATENESS_MS, emit=emit))
-        out = op.apply() if engine == "interlace" else _floor(op)
+        out = op.apply() if engine == "interlace" else _floor(op, engine)
         allowed = F.unix_micros(F.col("left_ts"))
         return out, allowed + LATENESS_MS * 1000 if emit == "final" else allowed, []
     delay = f"{LATENESS_MS} milliseconds"
@@ -182,7 +189,7 @@ def _window(spark: Any, rate: int, engine: str, kind: str) -> tuple[Any, Any, li
     else:
         key = F.col("value") % 100
     events = src.select(key.alias("k"), F.col("value").alias("v"), F.col("timestamp").alias("ts"))
-    if engine in ("interlace", "floor"):
+    if engine != "native":
         from interlace import Aggregation, Window, prepare_window
 
         sizes = {"gap_ms": 2_000} if kind == "session" else {"duration_ms": WINDOW_MS}
@@ -191,7 +198,7 @@ def _window(spark: Any, rate: int, engine: str, kind: str) -> tuple[Any, Any, li
             max_groups_per_window=1_000_000, **sizes,
             aggregations=[Aggregation(agg="count", as_="n"),
                           Aggregation(agg="sum", column="v", as_="s")]))
-        out = op.apply() if engine == "interlace" else _floor(op)
+        out = op.apply() if engine == "interlace" else _floor(op, engine)
     else:
         win = (F.session_window("ts", "2 seconds") if kind == "session"
                else F.window("ts", f"{WINDOW_MS} milliseconds"))
@@ -202,13 +209,14 @@ def _window(spark: Any, rate: int, engine: str, kind: str) -> tuple[Any, Any, li
     return out, F.unix_micros(F.col("window_end")) + LATENESS_MS * 1000, []
 
 
-def _floor(op: Any) -> Any:
+def _floor(op: Any, engine: str) -> Any:
     """The no-op floor on interlace's prepared operator (``harness.floor``): the same query
-    shape, an ``applyInPandasWithState`` that keeps no state and emits nothing; its batch
-    times are what any such operator pays per micro-batch."""
-    from harness.floor import floor_on
+    shape, an ``applyInPandasWithState`` that keeps 8 bytes of state and emits nothing; its
+    batch times are what any such operator pays per micro-batch. ``floor-tws``: the same
+    no-op on ``transformWithStateInPandas`` (PySpark 4.0+, RocksDB store only)."""
+    from harness.floor import floor_on, tws_floor_on
 
-    return floor_on(op, freeze=True)
+    return tws_floor_on(op) if engine == "floor-tws" else floor_on(op, freeze=True)
 
 
 def _session_key(rate: int, column: str) -> Any:
@@ -234,12 +242,9 @@ def _chain(spark: Any, rate: int, engine: str, work: Path) -> tuple[Any, Any, li
     from interlace.operators.common.arrow import arrow_schema_for
     from pyspark.sql import functions as F
 
-    from interlace import Aggregation, Join, Window, stream_join, window_aggregate
+    from interlace import Aggregation, Join, Window, prepare_join, prepare_window, stream_join
     from interlace.chain import ChannelWriter, min_lateness_ms, read_channel
 
-    if engine == "floor":
-        msg = "chain-session has no floor engine (measure each stage's: join-left, session)"
-        raise SystemExit(msg)
     left, right = _join_inputs(spark, rate, "left")
     left = left.withColumn("k", _session_key(rate, "lid"))
     join = Join(left_keys=["lid"], right_keys=["rid"], how="left", time_window_ms=JOIN_WINDOW_MS,
@@ -247,8 +252,11 @@ def _chain(spark: Any, rate: int, engine: str, work: Path) -> tuple[Any, Any, li
                 lateness_ms=LATENESS_MS)
     lag_ms = min_lateness_ms(join, "left_lts")
     aggs = [Aggregation(agg="count", as_="n")]
-    if engine == "interlace":
-        paid = stream_join(left, right, join)
+    if engine != "native":
+        # floor: both queries, the channel between them, a no-op operator in each (it emits
+        # nothing, so the channel carries the upstream's ticks: its clock, no rows)
+        paid = (stream_join(left, right, join) if engine == "interlace"
+                else _floor(prepare_join(left, right, join), engine))
         channel, checkpoint = work / "channel", work / "join"
         writer = ChannelWriter([channel], checkpoint, join.horizon_ms,
                                arrow_schema_for(paid.schema, timestamp_unit="us",
@@ -256,9 +264,10 @@ def _chain(spark: Any, rate: int, engine: str, work: Path) -> tuple[Any, Any, li
         q1 = (paid.writeStream.foreachBatch(lambda df, i: writer.write(df.toPandas(), i))
               .option("checkpointLocation", str(checkpoint))
               .trigger(processingTime=TRIGGER).start())
-        out = window_aggregate(read_channel(spark, channel, paid.schema), Window(
+        op = prepare_window(read_channel(spark, channel, paid.schema), Window(
             kind="session", gap_ms=2_000, event_time_column="left_lts", group_by=["left_k"],
             lateness_ms=lag_ms, max_groups_per_window=1_000_000, aggregations=aggs))
+        out = op.apply() if engine == "interlace" else _floor(op, engine)
         upstream = [q1]
     else:
         delay = f"{LATENESS_MS} milliseconds"
@@ -327,14 +336,19 @@ def measure(spark: Any, workload: str, engine: str, rate: int, store: str,
         for p in _measured(queries[0], window):  # the query reading the sources
             run.input_rows += int(p["numInputRows"])
             run.batches += 1
-        run.batch_ms = [int(p["durationMs"]["triggerExecution"])
-                        for p in _measured(query, window)]
+        run.batch_ms = _batch_ms(query, window)
+        if upstream:
+            run.upstream_batch_ms = _batch_ms(queries[0], window)
         run.seconds = seconds
     finally:
         for q in queries:
             q.stop()
         shutil.rmtree(work, ignore_errors=True)
     return run
+
+
+def _batch_ms(query: Any, window: tuple[float, float]) -> list[int]:
+    return [int(p["durationMs"]["triggerExecution"]) for p in _measured(query, window)]
 
 
 def _measured(query: Any, window: tuple[float, float]) -> list[dict[str, Any]]:
@@ -354,7 +368,9 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--workloads", default=",".join(WORKLOADS),
                     help=f"comma-separated, of {', '.join(WORKLOADS)}")
     ap.add_argument("--engines", default="native,interlace",
-                    help="native, interlace, floor (no rows out: its batch times only)")
+                    help="native, interlace, floor (no rows out: its batch times only; "
+                    "chain-session: both queries', the channel between them), floor-tws (the "
+                    "floor on transformWithStateInPandas: --stores rocksdb)")
     ap.add_argument("--rates", default="1000,4000", help="input rows per second (per input)")
     ap.add_argument("--stores", default="hdfs", help="hdfs, rocksdb")
     ap.add_argument("--warmup", type=float, default=20.0, help="seconds dropped at the start")
@@ -393,7 +409,8 @@ def medians(files: list[Path]) -> dict[tuple[str, str, str, int], dict[str, Any]
     for key, (_, rs) in runs.items():
         point = dict(rs[-1], repeats=len(rs))
         point.pop("repeat", None)
-        for h in ("p50_ms", "p95_ms", "p99_ms", "max_ms", "processed_per_s", "batch_ms_p50"):
+        for h in ("p50_ms", "p95_ms", "p99_ms", "max_ms", "processed_per_s", "batch_ms_p50",
+                  "upstream_batch_ms_p50"):
             vals = [r[h] for r in rs if r.get(h) is not None]
             point[h] = round(float(np.median(vals))) if vals else None
         points[key] = point
@@ -487,7 +504,7 @@ def schedule(engines: list[str], repeats: int) -> list[tuple[int, str]]:
 
 def _table(rows: list[dict[str, Any]], last: str = "repeat") -> str:
     head = ("workload", "rate", "store", "engine", "p50_ms", "p95_ms", "p99_ms", "max_ms",
-            "processed_per_s", "rows_out", "batch_ms_p50", last)
+            "processed_per_s", "rows_out", "batch_ms_p50", "upstream_batch_ms_p50", last)
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     lines += ["| " + " | ".join(str(r.get(h)) for h in head) + " |" for r in rows]
     return "\n".join(lines)
