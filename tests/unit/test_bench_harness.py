@@ -687,3 +687,10 @@ def test_latency_run_reports_a_chains_first_query_beside_its_output_query(
         dict(s, upstream_batch_ms_p50=ms, repeat=i)) for i, ms in enumerate((1250, 1700, 1400))))
     point = latency.medians([runs])[("chain-session", "floor", "hdfs", 1000)]
     assert (point["upstream_batch_ms_p50"], point["repeats"]) == (1400, 3)
+    # Every engine but native builds interlace's prepared operator: a misspelt one is refused
+    # before Spark starts, not run as a floor.
+    with pytest.raises(SystemExit, match="--engines: unknown flor; choose of native, "
+                       "interlace, floor, floor-tws"):
+        latency.main(["--engines", "native,flor"])
+    with pytest.raises(SystemExit, match="--workloads: unknown sesion; choose of join-inner"):
+        latency.main(["--workloads", "session,sesion"])

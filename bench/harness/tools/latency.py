@@ -55,6 +55,7 @@ DELAY_S = 5  # a right row follows its left row by 0-5 s
 #: meets every phase between them (at whole seconds every window would wait the same).
 WINDOW_MS = 5_300
 TABLE_KEYS = 1_000  # the stream-table join's table: 1,000 keys, updated at a tenth of the rate
+ENGINES = ("native", "interlace", "floor", "floor-tws")
 WORKLOADS = ("join-inner", "join-left", "stream-table", "stream-table-eager", "tumbling", "session",
              "chain-session")
 
@@ -473,10 +474,16 @@ def main(argv: list[str] | None = None) -> int:
                                            r["store"], r["engine"])), "repeats"))
         print(f"wrote {args.png}")
         return 0
+    engines = args.engines.split(",")
+    for flag, named, known in (("--engines", engines, ENGINES),
+                               ("--workloads", args.workloads.split(","), WORKLOADS)):
+        unknown = [n for n in named if n not in known]
+        if unknown:
+            raise SystemExit(f"{flag}: unknown {', '.join(unknown)}; choose of "
+                             f"{', '.join(known)}")
     conf = parse_conf(args.conf)
     spark = open_session(conf)
     rows = []
-    engines = args.engines.split(",")
     for workload in args.workloads.split(","):
         for rate in (int(r) for r in args.rates.split(",")):
             for store in args.stores.split(","):
