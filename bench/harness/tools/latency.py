@@ -126,16 +126,23 @@ def _join(spark: Any, rate: int, engine: str, how: str) -> tuple[Any, Any, list[
             lateness_ms=LATENESS_MS))
         out = op.apply() if engine == "interlace" else _floor(op, engine)
     else:
-        delay = f"{LATENESS_MS} milliseconds"
-        cond = F.expr(f"lid = rid AND rts BETWEEN lts - INTERVAL {JOIN_WINDOW_MS} MILLISECONDS "
-                      f"AND lts + INTERVAL {JOIN_WINDOW_MS} MILLISECONDS")
-        out = (left.withWatermark("lts", delay)
-               .join(right.withWatermark("rts", delay), cond,
-                     "inner" if how == "inner" else "left_outer")
-               .select(F.col("lts").alias("left_lts"), F.col("rts").alias("right_rts")))
+        out = _native_join(left, right, how).select(F.col("lts").alias("left_lts"),
+                                                    F.col("rts").alias("right_rts"))
     lts, rts = F.unix_micros(F.col("left_lts")), F.unix_micros(F.col("right_rts"))
     close = lts + (JOIN_WINDOW_MS + LATENESS_MS) * 1000
     return out, F.when(rts.isNull(), close).otherwise(F.greatest(lts, rts)), []
+
+
+def _native_join(left: Any, right: Any, how: str) -> Any:
+    """Spark's interval join of the join inputs (``inner`` or ``left``): window +-6 s, each
+    input watermarked with the lateness."""
+    from pyspark.sql import functions as F
+
+    delay = f"{LATENESS_MS} milliseconds"
+    cond = F.expr(f"lid = rid AND rts BETWEEN lts - INTERVAL {JOIN_WINDOW_MS} MILLISECONDS "
+                  f"AND lts + INTERVAL {JOIN_WINDOW_MS} MILLISECONDS")
+    return left.withWatermark("lts", delay).join(right.withWatermark("rts", delay), cond,
+                                                 "inner" if how == "inner" else "left_outer")
 
 
 def _stream_table(spark: Any, rate: int, engine: str,
@@ -271,12 +278,8 @@ def _chain(spark: Any, rate: int, engine: str, work: Path) -> tuple[Any, Any, li
         out = op.apply() if engine == "interlace" else _floor(op, engine)
         upstream = [q1]
     else:
-        delay = f"{LATENESS_MS} milliseconds"
-        cond = F.expr(f"lid = rid AND rts BETWEEN lts - INTERVAL {JOIN_WINDOW_MS} MILLISECONDS "
-                      f"AND lts + INTERVAL {JOIN_WINDOW_MS} MILLISECONDS")
-        joined = left.withWatermark("lts", delay).join(right.withWatermark("rts", delay), cond,
-                                                       "left_outer")
-        out = (joined.groupBy(F.session_window("lts", "2 seconds").alias("w"), "k")
+        out = (_native_join(left, right, "left")
+               .groupBy(F.session_window("lts", "2 seconds").alias("w"), "k")
                .agg(F.count(F.lit(1)).alias("n"))
                .select(F.col("w.end").alias("window_end"), "k", "n"))
         upstream = []
