@@ -415,8 +415,7 @@ def medians(files: list[Path]) -> dict[tuple[str, str, str, int], dict[str, Any]
         point.pop("repeat", None)
         for h in ("p50_ms", "p95_ms", "p99_ms", "max_ms", "processed_per_s", "batch_ms_p50",
                   "upstream_batch_ms_p50"):
-            vals = [r[h] for r in rs if r.get(h) is not None]
-            point[h] = round(float(np.median(vals))) if vals else None
+            point[h] = _median([r[h] for r in rs if r.get(h) is not None])
         points[key] = point
     return points
 
@@ -477,9 +476,9 @@ def main(argv: list[str] | None = None) -> int:
                                            r["store"], r["engine"])), "repeats"))
         print(f"wrote {args.png}")
         return 0
-    engines = args.engines.split(",")
+    engines, workloads = args.engines.split(","), args.workloads.split(",")
     for flag, named, known in (("--engines", engines, ENGINES),
-                               ("--workloads", args.workloads.split(","), WORKLOADS)):
+                               ("--workloads", workloads, WORKLOADS)):
         unknown = [n for n in named if n not in known]
         if unknown:
             raise SystemExit(f"{flag}: unknown {', '.join(unknown)}; choose of "
@@ -487,7 +486,7 @@ def main(argv: list[str] | None = None) -> int:
     conf = parse_conf(args.conf)
     spark = open_session(conf)
     rows = []
-    for workload in args.workloads.split(","):
+    for workload in workloads:
         for rate in (int(r) for r in args.rates.split(",")):
             for store in args.stores.split(","):
                 for rep, engine in schedule(engines, args.repeats):
