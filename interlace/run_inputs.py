@@ -16,6 +16,12 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
+from interlace.connectors.kafka import (
+    CORRUPT_RECORD,
+    check_connector,
+    check_source,
+    kafka_input,
+)
 from interlace.idle_run import heartbeat_folder, with_idle_sources
 from interlace.operators.common.compat import OBSERVED_ROWS
 from interlace.operators.common.names import CLOCK_COLUMN, TICK_COLUMN
@@ -25,33 +31,19 @@ from interlace.pipeline.checkpoint import heartbeat_sources
 __all__ = ["CORRUPT_RECORD", "build_query_input"]
 
 
-def _check_kafka(spark: Any) -> None:
-    try:
-        spark.sparkContext._jvm.java.lang.Class.forName(
-            "org.apache.spark.sql.kafka010.KafkaSourceProvider"
-        )
-    except Exception as exc:
-        msg = (
-            "source format 'kafka' needs Spark's Kafka connector, which is not on the classpath. "
-            'Add it with [spark] conf = { "spark.jars.packages" = '
-            '"org.apache.spark:spark-sql-kafka-0-10_2.13:4.3.0" } (needs Maven access) or '
-            '{ "spark.jars" = "/path/to/spark-sql-kafka-0-10_2.13-4.3.0.jar,..." }'
-        )
-        raise ConfigError(msg) from exc
-
-
 def _read_source(spark: Any, src: Any, base: Path) -> Any:
     from pyspark.sql import functions as F
 
     if src.format == "kafka":
-        _check_kafka(spark)
+        check_connector(spark)
+        check_source(src)  # the broker answers and the topics exist, within seconds
     reader = spark.readStream.format(src.format)
     opts = dict(src.options or {})
     if src.format in ("parquet", "json", "csv") and "maxFilesPerTrigger" not in opts:
         opts["maxFilesPerTrigger"] = "1"
     if opts:
         reader = reader.options(**{k: str(v) for k, v in opts.items()})
-    if src.schema:
+    if src.schema and not src.is_kafka_json:
         schema = src.schema
         if _tracks_malformed(src):
             # Spark's PERMISSIVE mode turns a field it cannot parse into NULL; with this column
@@ -64,6 +56,13 @@ def _read_source(spark: Any, src: Any, base: Path) -> Any:
         df = reader.load(str(path if path.is_absolute() else base / path))
     else:
         df = reader.load()
+    if src.is_kafka_json:
+        assert src.schema is not None
+        df = kafka_input(df, src.schema, key_format=src.key_format or "string",
+                         key_schema=src.key_schema, timestamp_column=src.timestamp_column,
+                         tombstone_column=src.tombstone_column,
+                         event_time_column=(src.event_time_column
+                                            if src.time_mode == "event" else None))
     if src.time_mode == "processing":
         et = src.event_time_column or "event_time"
         if et in df.columns:
@@ -79,12 +78,11 @@ def _read_source(spark: Any, src: Any, base: Path) -> Any:
     return df
 
 
-#: The column that holds a JSON / CSV record Spark could not parse in full (PERMISSIVE mode).
-CORRUPT_RECORD = "_corrupt_record"
-
-
 def _tracks_malformed(src: Any) -> bool:
-    """Whether the source gets :data:`CORRUPT_RECORD` (JSON / CSV in PERMISSIVE mode)."""
+    """Whether the source gets :data:`CORRUPT_RECORD` (JSON / CSV in PERMISSIVE mode, Kafka
+    JSON values)."""
+    if src.is_kafka_json:
+        return True
     opts = {k.lower(): str(v) for k, v in dict(src.options or {}).items()}
     return (
         src.format in ("json", "csv")

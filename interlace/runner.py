@@ -57,6 +57,10 @@ from interlace.run_progress import (
 
 __all__ = ["RunSummary", "build_query_input", "run_pipeline"]
 
+#: Settings only a new session takes (Spark refuses to change them on a running one); a
+#: pipeline run on a session the caller passes leaves them to that session.
+_STATIC_CONF = frozenset({"spark.jars", "spark.jars.packages", "spark.driver.memory"})
+
 
 class _StageQuery:
     """One query of a run: a pipeline's operator (or a chain's stage), its sink and progress.
@@ -199,6 +203,7 @@ class _StageQuery:
                 changelog=p.aggregate is not None or (
                     p.join is not None and join_kind(p.join).changelog_key is not None),
                 by_group=p.aggregate is not None,
+                session=p.window is not None and p.window.kind == "session",
             )
             target.prepare(normal_schema)
         else:
@@ -398,6 +403,8 @@ def run_pipeline(
     else:
         settings = state_store_conf(s.state_store, s.changelog_checkpointing)
         for k, v in {**settings, **dict(s.conf or {})}.items():
+            if k in _STATIC_CONF:  # fixed when the session started: the session's apply
+                continue
             spark.conf.set(k, v)
 
     def kind_of(run: Any) -> str:

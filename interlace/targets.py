@@ -459,6 +459,7 @@ def make_target(
     window_groups: Sequence[str] | None = None,
     changelog: bool = False,
     by_group: bool = False,
+    session: bool = False,
 ) -> Any:
     """Build a target from a pipeline's ``[target]`` / ``[dead_letter]`` settings.
 
@@ -479,6 +480,16 @@ def make_target(
             changelog=changelog,
             by_group=by_group,
         )
+    if kind == "kafka":
+        from interlace.connectors.kafka import KafkaTarget, client_config
+
+        opts = dict(spec.options)
+        return KafkaTarget(
+            opts["kafka.bootstrap.servers"], opts["topic"], pipeline,
+            key=tuple(spec.key) if spec.key else tuple(default_key),
+            changelog=changelog, window_groups=None if window_groups is None
+            else tuple(window_groups), session=session, config=client_config(opts),
+            commit_topic=opts.get("commit_topic", "_interlace_commits"))
     if kind == "parquet":
         path = Path(spec.path)
         return ParquetTarget(path if path.is_absolute() else base / path)

@@ -129,11 +129,24 @@ if "PYSPARK_SUBMIT_ARGS" not in os.environ:
         f'--conf "spark.executor.extraJavaOptions={TEST_JVM_OPTIONS}" pyspark-shell')
 
 
+def _kafka_conf():
+    """Spark's Kafka connector for every test session (tests/kafka), or none without Maven."""
+    import shutil
+
+    from interlace.connectors.jars import jars_cache
+
+    if shutil.which("mvn") is None and not jars_cache().exists():
+        return {}
+    from interlace.testing.kafka import spark_conf_for_kafka
+
+    return spark_conf_for_kafka()
+
+
 @pytest.fixture(scope="session")
 def spark():
     from interlace import local_session
 
-    session = local_session("interlace-tests", shuffle_partitions=2)
+    session = local_session("interlace-tests", shuffle_partitions=2, conf=_kafka_conf())
     yield session
     session.stop()
 

@@ -296,7 +296,7 @@ class Pipeline:
     def resolved_target(self) -> Target:
         """Return :attr:`target` with its defaults filled in (path, table, key).
 
-        The default ``key`` of a duckdb target: ``(window_start, window_end, *group_by)`` for
+        The default ``key`` of a duckdb or kafka target: ``(window_start, window_end, *group_by)`` for
         a window under ``late_data="reopen"``; the key columns for a join whose output is a
         changelog (:attr:`~interlace.pipeline.kinds.JoinKind.changelog_key`); the group
         columns for a table aggregation (possibly none: one global group); else none.
@@ -304,7 +304,7 @@ class Pipeline:
         if self.stages:
             return self.final_stage().resolved_target()
         t = self.target
-        if t.kind != "duckdb":
+        if t.kind not in ("duckdb", "kafka"):
             return t
         key = t.key
         if key is None and self.window is not None and self.window.late_data == "reopen":
@@ -315,6 +315,8 @@ class Pipeline:
             key = tuple(self.aggregate.group_by)  # a changelog by group (SEMANTICS §10)
         if key is None and changelog_key is not None:
             key = changelog_key(self.join)  # a changelog is applied by its key (kinds.py)
+        if t.kind == "kafka":  # the record key; the topic is in its options
+            return dataclasses.replace(t, key=key or None)
         return dataclasses.replace(
             t,
             path=t.path or DEFAULT_DUCKDB_PATH,

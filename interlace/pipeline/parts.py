@@ -24,6 +24,8 @@ from interlace.session import state_store_conf
 # In the order the module defines them.
 __all__ = [
     "SourceFormat",
+    "KafkaValueFormat",
+    "KafkaKeyFormat",
     "TargetKind",
     "FILE_FORMATS",
     "DEFAULT_DUCKDB_PATH",
@@ -39,12 +41,22 @@ SourceFormat = Literal["parquet", "json", "csv", "rate", "kafka"]
 
 * ``"parquet"``, ``"json"``, ``"csv"``: a folder of files (``path`` and ``schema`` required).
 * ``"rate"``: Spark's rate source (columns ``timestamp``, ``value``), for demos and load.
-* ``"kafka"``: Spark's Kafka source; the model accepts it, the runner checks the connector.
+* ``"kafka"``: Spark's Kafka source (its ``options``: ``kafka.bootstrap.servers``,
+  ``subscribe``, ...). ``value_format = "json"`` decodes each value with ``schema``
+  (docs/kafka.md); without it the connector's own columns are read (``key``, ``value``, ...).
 """
 
-TargetKind = Literal["duckdb", "parquet", "console"]
+KafkaValueFormat = Literal["raw", "json"]
+"""How a Kafka source's values are read: the connector's columns as they are, or JSON."""
+
+KafkaKeyFormat = Literal["string", "json"]
+"""How a JSON Kafka source's record keys are read: one ``key STRING`` column, or JSON."""
+
+TargetKind = Literal["duckdb", "parquet", "console", "kafka"]
 """Where the output goes.
 
+* ``"kafka"``: a topic, exactly once (Kafka transactions; ``options``:
+  ``kafka.bootstrap.servers`` and ``topic``; docs/kafka.md).
 * ``"duckdb"``: a table in a DuckDB file, upserted on ``key`` when one is set.
 * ``"parquet"``: Parquet files appended under ``path``.
 * ``"console"``: printed (debugging).
@@ -100,6 +112,19 @@ class Source:
         idle_timeout_ms: For an input of a join: after this long (ms, processing time)
             without a row the source is idle, and left out of the watermark's minimum until
             it delivers again (SEMANTICS §1; docs/idle-inputs.md). None: never idle.
+        value_format: Kafka only (:data:`KafkaValueFormat`): ``"json"`` reads each record's
+            value as JSON with ``schema`` (required then) into columns; a value that is not
+            JSON or not of the schema is malformed (counted, its event time NULL, so a dead
+            letter under ``dlq``); a null value (a tombstone) has every value column NULL.
+            Default ``"raw"``: the connector's columns.
+        key_format: Kafka with ``value_format = "json"`` (:data:`KafkaKeyFormat`): the record
+            key as a ``key STRING`` column (``"string"``, the default) or as JSON with
+            ``key_schema`` (its fields become columns).
+        key_schema: Spark DDL of a JSON key (``key_format = "json"``).
+        timestamp_column: Kafka JSON: a TIMESTAMP column holding the record's timestamp
+            (usable as ``event_time_column``).
+        tombstone_column: Kafka JSON: a BOOLEAN column, true iff the record's value is null
+            (name it as a table operator's ``tombstone_column``).
 
     """
 
@@ -112,6 +137,11 @@ class Source:
     time_mode: TimeMode = "event"
     sql: str | None = None
     idle_timeout_ms: int | None = None
+    value_format: KafkaValueFormat | None = None
+    key_format: KafkaKeyFormat | None = None
+    key_schema: str | None = None
+    timestamp_column: str | None = None
+    tombstone_column: str | None = None
 
     def __post_init__(self) -> None:
         check_name("name", self.name)
@@ -119,9 +149,11 @@ class Source:
                            "remove it for a source that is never idle")
         check_literal("format", self.format, SourceFormat)
         check_literal("time_mode", self.time_mode, TimeMode)
-        for fname in ("path", "schema", "event_time_column", "sql"):
+        for fname in ("path", "schema", "event_time_column", "sql", "key_schema",
+                      "timestamp_column", "tombstone_column"):
             check_str(fname, getattr(self, fname))
         object.__setattr__(self, "options", as_str_map("options", self.options))
+        self._check_kafka_fields()
         if self.format in FILE_FORMATS:
             if self.path is None:
                 msg = (
@@ -136,10 +168,8 @@ class Source:
                 )
                 raise ConfigError(msg)
         else:
-            for fname, why in (
-                ("path", "it reads from `options`"),
-                ("schema", "its columns are fixed"),
-            ):
+            fixed = () if self.is_kafka_json else (("schema", "its columns are fixed"),)
+            for fname, why in (("path", "it reads from `options`"), *fixed):
                 if getattr(self, fname) is not None:
                     msg = (
                         f"`{fname}` does not apply to format={self.format!r} ({why}; got "
@@ -181,6 +211,71 @@ class Source:
                 )
                 raise ConfigError(msg)
 
+    @property
+    def is_kafka_json(self) -> bool:
+        """Whether this is a Kafka source whose values are decoded as JSON."""
+        return self.format == "kafka" and self.value_format == "json"
+
+    def _check_kafka_fields(self) -> None:
+        kafka_only = ("value_format", "key_format", "key_schema", "timestamp_column",
+                      "tombstone_column")
+        if self.format != "kafka":
+            for fname in kafka_only:
+                if getattr(self, fname) is not None:
+                    msg = (f"`{fname}` only applies to format = \"kafka\" (got "
+                           f"format={self.format!r}); remove it")
+                    raise ConfigError(msg)
+            return
+        if self.value_format is not None:
+            check_literal("value_format", self.value_format, KafkaValueFormat)
+        if not self.is_kafka_json:
+            for fname in kafka_only[1:]:
+                if getattr(self, fname) is not None:
+                    msg = (f"`{fname}` applies to a Kafka source with value_format = \"json\" "
+                           f"(the raw connector columns are fixed); remove it or set "
+                           'value_format = "json"')
+                    raise ConfigError(msg)
+            return
+        if self.schema is None:
+            msg = ('`schema` is required for value_format = "json": the value\'s fields, e.g. '
+                   'schema = "order_id BIGINT, amount DOUBLE, order_ts TIMESTAMP"')
+            raise ConfigError(msg)
+        if self.key_format is not None:
+            check_literal("key_format", self.key_format, KafkaKeyFormat)
+        if self.key_format == "json" and self.key_schema is None:
+            msg = ('key_format = "json" needs `key_schema`: the key\'s fields, e.g. '
+                   'key_schema = "customer STRING"')
+            raise ConfigError(msg)
+        if self.key_format != "json" and self.key_schema is not None:
+            msg = ('`key_schema` applies to key_format = "json" (the key is read as one '
+                   '`key STRING` column otherwise); set key_format = "json" or remove it')
+            raise ConfigError(msg)
+        parts = [("the key", self._key_columns()), ("`schema`", parse_ddl(self.schema)),
+                 ("`timestamp_column`", self._extra_columns())]
+        seen: dict[str, str] = {}
+        for where, cols in parts:
+            for c, _ in cols:
+                if c in seen:
+                    msg = (f"column {c!r} of the Kafka source {self.name!r} comes from both "
+                           f"{seen[c]} and {where}; rename one (a value field the key "
+                           "already holds can be left out of `schema`)")
+                    raise ConfigError(msg)
+                seen[c] = where
+
+    def _key_columns(self) -> list[tuple[str, str]]:
+        if self.key_format == "json":
+            assert self.key_schema is not None
+            return parse_ddl(self.key_schema)
+        return [("key", "STRING")]
+
+    def _extra_columns(self) -> list[tuple[str, str]]:
+        cols = []
+        if self.timestamp_column is not None:
+            cols.append((self.timestamp_column, "TIMESTAMP"))
+        if self.tombstone_column is not None:
+            cols.append((self.tombstone_column, "BOOLEAN"))
+        return cols
+
     def ddl_columns(self) -> list[tuple[str, str]]:
         """Return the columns the source reads, before its ``sql`` pre-stage.
 
@@ -192,6 +287,9 @@ class Source:
         """
         if self.format == "rate":
             return list(_RATE_COLUMNS)
+        if self.is_kafka_json:
+            assert self.schema is not None
+            return [*self._key_columns(), *parse_ddl(self.schema), *self._extra_columns()]
         if self.format == "kafka":
             cols = list(_KAFKA_COLUMNS)
             if str(self.options.get("includeHeaders", "false")).lower() == "true":
@@ -215,7 +313,7 @@ class Target:
             target's file) or the Parquet folder (required).
         table: DuckDB table (default: the pipeline name with non-identifier characters
             replaced by ``_``; for ``[dead_letter]`` that plus ``_dead_letters``).
-        key: DuckDB only: the natural key rows are upserted on. Windows under
+        key: DuckDB and Kafka: the natural key rows are upserted on (Kafka: the record key). Windows under
             ``late_data="reopen"`` default to ``(window_start, window_end, *group_by)``, so
             re-emitted windows replace their earlier rows; a join whose output is a
             changelog, to its key columns (applied by ``version``, docs/targets.md);
@@ -245,7 +343,18 @@ class Target:
         if self.kind == "console" and self.path is not None:
             msg = f"`path` does not apply to a console target (got path={self.path!r}); remove it"
             raise ConfigError(msg)
-        if self.kind != "duckdb":
+        if self.kind == "kafka":
+            absent = [o for o in ("kafka.bootstrap.servers", "topic") if o not in self.options]
+            if absent:
+                msg = (f"a kafka target needs options {absent}; e.g. options = "
+                       '{ "kafka.bootstrap.servers" = "127.0.0.1:9092", topic = "paid_orders" }')
+                raise ConfigError(msg)
+            for fname in ("path", "table"):
+                if getattr(self, fname) is not None:
+                    msg = (f"`{fname}` does not apply to a kafka target (got {fname}="
+                           f"{getattr(self, fname)!r}); the topic is options.topic")
+                    raise ConfigError(msg)
+        elif self.kind != "duckdb":
             for fname in ("table", "key"):
                 if getattr(self, fname) is not None:
                     msg = (

@@ -1,0 +1,1 @@
+"""Connectors: where a pipeline reads (sources) and writes (targets), one file each."""

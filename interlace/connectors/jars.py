@@ -1,0 +1,147 @@
+"""JVM jars from Maven Central, resolved with ``mvn`` into a cached folder.
+
+Two sets: Spark's Kafka connector for a PySpark line (:func:`connector_jars`, what
+``spark.jars`` needs to read and write topics) and an Apache Kafka broker
+(:func:`broker_jars`, what :mod:`interlace.testing.kafka` starts with ``java``). Each set is a
+small generated ``pom.xml`` resolved by ``mvn dependency:copy-dependencies`` into
+``$INTERLACE_JARS_CACHE`` (default ``~/.cache/interlace-jars``), one folder per set and
+version, reused once complete. Spark's own ``--packages`` (Ivy) is not used: it may not see the
+repository the machine's Maven is configured with.
+
+``python -m interlace.connectors.jars [connector|broker] [VERSION]`` resolves a set and prints its
+jars, comma-separated (what ``spark.jars`` takes).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+__all__ = [
+    "BROKER_VERSION",
+    "CONNECTOR_ARTIFACTS",
+    "broker_jars",
+    "connector_jars",
+    "connector_version_for",
+    "jars_cache",
+]
+
+#: The Apache Kafka broker the tests start (``org.apache.kafka:kafka_2.13``).
+BROKER_VERSION = "4.1.1"
+#: The connector's artifacts (at Spark's own version) and the two libraries it needs beside the
+#: pyspark wheel, whose versions its POM names (kafka-clients, commons-pool2).
+CONNECTOR_ARTIFACTS = (
+    "spark-sql-kafka-0-10_2.13",
+    "spark-token-provider-kafka-0-10_2.13",
+    "kafka-clients",
+    "commons-pool2",
+)
+#: The newest Spark version whose connector Maven Central serves here (docs/kafka.md).
+NEWEST_CONNECTOR = "4.2.0"
+
+
+def jars_cache() -> Path:
+    """The folder resolved sets live in (``$INTERLACE_JARS_CACHE`` or ~/.cache/...)."""
+    return Path(os.environ.get("INTERLACE_JARS_CACHE",
+                               Path.home() / ".cache" / "interlace-jars"))
+
+
+def connector_version_for(pyspark_version: str) -> str:
+    """The connector version for a PySpark version: the same line's ``.0`` release.
+
+    The connector must be of Spark's own minor line (Spark 4.1 moved the streaming internals
+    it uses); any patch release of the line works, and the ``.0`` is served for every line.
+    """
+    major, minor = pyspark_version.split(".")[:2]
+    return f"{major}.{minor}.0"
+
+
+def _pom(dependencies: list[tuple[str, str, str]]) -> str:
+    deps = "\n".join(
+        f"    <dependency><groupId>{g}</groupId><artifactId>{a}</artifactId>"
+        f"<version>{v}</version></dependency>"
+        for g, a, v in dependencies
+    )
+    return (
+        '<project xmlns="http://maven.apache.org/POM/4.0.0">\n'
+        "  <modelVersion>4.0.0</modelVersion>\n"
+        "  <groupId>interlace</groupId><artifactId>jars</artifactId><version>1</version>\n"
+        "  <packaging>pom</packaging>\n"
+        f"  <dependencies>\n{deps}\n  </dependencies>\n</project>\n"
+    )
+
+
+def _resolve(name: str, dependencies: list[tuple[str, str, str]],
+             include: tuple[str, ...] | None = None) -> list[Path]:
+    folder = jars_cache() / name
+    done = folder / ".complete"
+    if not done.exists():
+        mvn = shutil.which("mvn")
+        if mvn is None:
+            msg = (f"resolving {name} needs Maven (`mvn` on PATH) and access to Maven Central; "
+                   "install it (apt-get install maven) or put the jars in "
+                   f"{folder} and touch {done}")
+            raise RuntimeError(msg)
+        with tempfile.TemporaryDirectory() as tmp:
+            (Path(tmp) / "pom.xml").write_text(_pom(dependencies))
+            staging = Path(tmp) / "jars"
+            cmd = [mvn, "-q", "-B", "-f", str(Path(tmp) / "pom.xml"),
+                   "dependency:copy-dependencies", f"-DoutputDirectory={staging}",
+                   "-DincludeScope=runtime"]
+            if include is not None:
+                cmd.append("-DincludeArtifactIds=" + ",".join(include))
+            run = subprocess.run(cmd, capture_output=True, text=True)
+            if run.returncode != 0:
+                coords = ", ".join(":".join(d) for d in dependencies)
+                msg = (f"mvn could not resolve {coords} (exit {run.returncode}):\n"
+                       f"{(run.stdout + run.stderr)[-2000:]}")
+                raise RuntimeError(msg)
+            if folder.exists():
+                shutil.rmtree(folder)
+            folder.parent.mkdir(parents=True, exist_ok=True)
+            shutil.move(str(staging), folder)
+        done.touch()
+    return sorted(folder.glob("*.jar"))
+
+
+def connector_jars(spark_version: str | None = None) -> list[Path]:
+    """Spark's Kafka connector for ``spark_version`` (default: the installed pyspark's line)."""
+    if spark_version is None:
+        import pyspark
+
+        spark_version = connector_version_for(pyspark.__version__)
+    deps = [("org.apache.spark", "spark-sql-kafka-0-10_2.13", spark_version),
+            ("org.apache.spark", "spark-token-provider-kafka-0-10_2.13", spark_version)]
+    return _resolve(f"spark-kafka-{spark_version}", deps, CONNECTOR_ARTIFACTS)
+
+
+def broker_jars(version: str = BROKER_VERSION) -> list[Path]:
+    """An Apache Kafka broker (KRaft) and an SLF4J binding for its log."""
+    deps = [("org.apache.kafka", "kafka_2.13", version),
+            # Kafka 4.1 logs through SLF4J 1.7: its simple binding, on stderr.
+            ("org.slf4j", "slf4j-simple", "1.7.36")]
+    return _resolve(f"kafka-broker-{version}", deps)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``connector [VERSION]`` or ``broker [VERSION]``: resolve, print the jars."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    what = args[0] if args else "connector"
+    if what == "connector":
+        jars = connector_jars(args[1] if len(args) > 1 else None)
+    elif what == "broker":
+        jars = broker_jars(*args[1:2])
+    else:
+        print("usage: python -m interlace.connectors.jars [connector|broker] [VERSION]",
+              file=sys.stderr)
+        return 2
+    print(",".join(str(j) for j in jars))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
