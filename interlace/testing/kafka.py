@@ -72,6 +72,8 @@ share.coordinator.state.topic.min.isr=1
 group.initial.rebalance.delay.ms=0
 auto.create.topics.enable=false
 log.cleaner.backoff.ms=1000
+log.retention.ms=-1
+log.message.timestamp.before.max.ms=9223372036854775807
 """
 
 
@@ -215,19 +217,29 @@ def produce(bootstrap: str, topic: str,
 
     producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True,
                          "linger.ms": 5})
+    failed: list[str] = []
+
+    def delivered(err: Any, _msg: Any) -> None:
+        if err is not None:
+            failed.append(str(err))
+
     n = 0
     for record in records:
         key, value = record[0], record[1]
         kwargs: dict[str, Any] = {}
         if len(record) > 2:
             kwargs["timestamp"] = int(record[2])  # type: ignore[misc]
-        producer.produce(topic, key=_encode(key), value=_encode(value), **kwargs)
+        producer.produce(topic, key=_encode(key), value=_encode(value), on_delivery=delivered,
+                         **kwargs)
         n += 1
         if n % 10_000 == 0:
             producer.flush()
     left = producer.flush(30)
     if left:
         msg = f"{left} records to {topic!r} were not delivered within 30 s"
+        raise RuntimeError(msg)
+    if failed:
+        msg = f"{len(failed)} records to {topic!r} were refused: {failed[0]}"
         raise RuntimeError(msg)
     return n
 

@@ -61,3 +61,31 @@ def test_seed003_ktable_ktable_from_compacted_topics(spark, broker, topics, tmp_
     # A rerun from the checkpoint writes nothing more.
     run_here(spark, tmp_path, "p.toml")
     assert len(read_topic(broker.bootstrap, out)) == len(records)
+
+
+def test_seed003_kstream_ktable_from_a_topic_and_a_compacted_topic(spark, broker, topics,
+                                                                     tmp_path):
+    stream, table, out = topics("stream"), topics("table"), topics("enriched")
+    create_topic(broker.bootstrap, stream, 2)
+    create_topic(broker.bootstrap, table, 2, compacted=True)
+    create_topic(broker.bootstrap, out, 2)
+    rows = {"left": [], "right": []}
+    for ts, side, v, *_ in seed.STREAM_TABLE:
+        rows[side].append((seed.KEY, None if v is None else {"v": v}, ms(seed.at(ts))))
+    for side in rows:  # the sentinel moves the watermark past every record (emit final)
+        rows[side].append((seed.SENTINEL_KEY, {"v": "S"}, ms(seed.at(seed.SENTINEL_SECONDS))))
+    produce(broker.bootstrap, stream, rows["left"])
+    produce(broker.bootstrap, table, rows["right"])
+    text = ('name = "seed003-stream-table"\n\n'
+            + source_toml("orders", broker.bootstrap, stream, "v STRING")
+            + source_toml("tiers", broker.bootstrap, table, "v STRING")
+            + '[transform.join]\nkind = "stream_table"\nleft_source = "orders"\n'
+              'right_source = "tiers"\nleft_keys = ["key"]\nright_keys = ["key"]\n'
+              'how = "left"\nlateness_ms = 0\nkey_groups = 2\n\n'
+            + target_toml(broker.bootstrap, out)
+            + spark_toml("checkpoint"))
+    write_pipeline(tmp_path, "p", text)
+    run_here(spark, tmp_path, "p.toml")
+    got = sorted((v["left_v"], v["right_v"]) for v in values(read_topic(broker.bootstrap, out))
+                 if v["left_key"] == seed.KEY)
+    assert got == sorted(p for e in seed.STREAM_TABLE for p in e[4])
