@@ -424,6 +424,9 @@ class KafkaTarget:
             producer.produce(self.commit_topic, key=self.transactional_id,
                              value=json.dumps({"batch_id": batch_id, "rows": len(records),
                                                "topic": self.topic}))
+            # Every record at the broker, inside the open transaction (commit would flush
+            # them too): what a crash here leaves, the next run's init_transactions aborts.
+            producer.flush(60)
             crash_point("target-uncommitted")
             producer.commit_transaction(60)
         except ck.KafkaException as exc:
