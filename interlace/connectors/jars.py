@@ -50,14 +50,20 @@ def jars_cache() -> Path:
                                Path.home() / ".cache" / "interlace-jars"))
 
 
+#: Per Spark line, the connector release whose two artifacts Maven Central serves here (not
+#: every patch release has both: spark-token-provider-kafka-0-10_2.13 4.1.0 and 4.0.1 are
+#: missing). Any patch release of the line works with any PySpark of the line.
+SERVED_CONNECTORS = {"4.0": "4.0.0", "4.1": "4.1.1", "4.2": "4.2.0"}
+
+
 def connector_version_for(pyspark_version: str) -> str:
-    """The connector version for a PySpark version: the same line's ``.0`` release.
+    """The connector version for a PySpark version: its line's in :data:`SERVED_CONNECTORS`.
 
     The connector must be of Spark's own minor line (Spark 4.1 moved the streaming internals
-    it uses); any patch release of the line works, and the ``.0`` is served for every line.
+    it uses). A line not in the table gets PySpark's own version.
     """
     major, minor = pyspark_version.split(".")[:2]
-    return f"{major}.{minor}.0"
+    return SERVED_CONNECTORS.get(f"{major}.{minor}", ".".join(pyspark_version.split(".")[:3]))
 
 
 def _pom(dependencies: list[tuple[str, str, str]]) -> str:
