@@ -11,6 +11,7 @@ mkdir -p "$tree/interlace"
 for f in interlace/*.py interlace/py.typed; do ln -s "$PWD/$f" "$tree/interlace/"; done
 ln -s "$PWD/interlace/testing" "$tree/interlace/testing"
 ln -s "$PWD/interlace/pipeline" "$tree/interlace/pipeline"
+ln -s "$PWD/interlace/connectors" "$tree/interlace/connectors"
 ln -s "$PWD/operators" "$tree/interlace/operators"
 ln -s "$PWD/state" "$tree/interlace/state"
 cd "$tree"

@@ -46,7 +46,13 @@ MODULES = [
     "interlace.inspection",
     "interlace.inspection_items",
     "interlace.chain",
-    "interlace.targets",
+    "interlace.connectors",
+    "interlace.connectors.files",
+    "interlace.connectors.kafka",
+    "interlace.connectors.duckdb",
+    "interlace.connectors.parquet",
+    "interlace.connectors.console",
+    "interlace.connectors.jars",
     "interlace.sinks",
     "interlace.metrics",
     "interlace.operators.common.counters",
@@ -61,6 +67,7 @@ MODULES = [
     "interlace.testing.chain",
     "interlace.testing.local_table_aggregate",
     "interlace.testing.oracles.table_aggregate",
+    "interlace.testing.kafka",
 ]
 
 

@@ -1,11 +1,12 @@
 """A pipeline's streaming input for the runner: its sources read, then its operator applied.
 
-:func:`build_query_input` reads each source with Spark's ``readStream`` (its ``format``,
-``options``, ``schema`` and ``sql``; ``time_mode = "processing"``; Kafka's connector checked
-first), counts its rows in the plan (observed metric ``src_NAME``), and applies the
-pipeline's operator: the join of its kind, the window, or a table aggregation, whose first
-query the caller starts (``start_aggregate``). JSON and CSV sources in PERMISSIVE mode keep a
-record Spark cannot parse in :data:`CORRUPT_RECORD`. A chain stage's channels arrive already
+:func:`build_query_input` reads each source through its connector
+(:func:`interlace.connectors.read_source`: files, ``rate``, Kafka), applies its ``sql`` and
+``time_mode = "processing"``, counts its rows in the plan (observed metric ``src_NAME``), and
+applies the pipeline's operator: the join of its kind, the window, or a table aggregation,
+whose first query the caller starts (``start_aggregate``). JSON and CSV sources in PERMISSIVE
+mode, and Kafka's JSON values, keep a record that does not parse in :data:`CORRUPT_RECORD`
+(counted as ``malformed``). A chain stage's channels arrive already
 read (``frames``). :mod:`interlace.runner` starts the query this builds;
 :mod:`interlace.run_progress` reports it.
 """
@@ -16,12 +17,8 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from interlace.connectors.kafka import (
-    CORRUPT_RECORD,
-    check_connector,
-    check_source,
-    kafka_input,
-)
+from interlace.connectors import read_source
+from interlace.connectors.files import CORRUPT_RECORD, tracks_malformed
 from interlace.idle_run import heartbeat_folder, with_idle_sources
 from interlace.operators.common.compat import OBSERVED_ROWS
 from interlace.operators.common.names import CLOCK_COLUMN, TICK_COLUMN
@@ -34,35 +31,7 @@ __all__ = ["CORRUPT_RECORD", "build_query_input"]
 def _read_source(spark: Any, src: Any, base: Path) -> Any:
     from pyspark.sql import functions as F
 
-    if src.format == "kafka":
-        check_connector(spark)
-        check_source(src)  # the broker answers and the topics exist, within seconds
-    reader = spark.readStream.format(src.format)
-    opts = dict(src.options or {})
-    if src.format in ("parquet", "json", "csv") and "maxFilesPerTrigger" not in opts:
-        opts["maxFilesPerTrigger"] = "1"
-    if opts:
-        reader = reader.options(**{k: str(v) for k, v in opts.items()})
-    if src.schema and not src.is_kafka_json:
-        schema = src.schema
-        if _tracks_malformed(src):
-            # Spark's PERMISSIVE mode turns a field it cannot parse into NULL; with this column
-            # it also keeps the raw record, which dead letters then carry (issue 11).
-            schema = f"{schema}, {CORRUPT_RECORD} STRING"
-            reader = reader.option("columnNameOfCorruptRecord", CORRUPT_RECORD)
-        reader = reader.schema(schema)
-    if src.path:
-        path = Path(src.path)
-        df = reader.load(str(path if path.is_absolute() else base / path))
-    else:
-        df = reader.load()
-    if src.is_kafka_json:
-        assert src.schema is not None
-        df = kafka_input(df, src.schema, key_format=src.key_format or "string",
-                         key_schema=src.key_schema, timestamp_column=src.timestamp_column,
-                         tombstone_column=src.tombstone_column,
-                         event_time_column=(src.event_time_column
-                                            if src.time_mode == "event" else None))
+    df = read_source(spark, src, base)
     if src.time_mode == "processing":
         et = src.event_time_column or "event_time"
         if et in df.columns:
@@ -79,17 +48,8 @@ def _read_source(spark: Any, src: Any, base: Path) -> Any:
 
 
 def _tracks_malformed(src: Any) -> bool:
-    """Whether the source gets :data:`CORRUPT_RECORD` (JSON / CSV in PERMISSIVE mode, Kafka
-    JSON values)."""
-    if src.is_kafka_json:
-        return True
-    opts = {k.lower(): str(v) for k, v in dict(src.options or {}).items()}
-    return (
-        src.format in ("json", "csv")
-        and bool(src.schema)
-        and opts.get("mode", "PERMISSIVE").upper() == "PERMISSIVE"
-        and "columnnameofcorruptrecord" not in opts
-    )
+    """Whether the source gets :data:`CORRUPT_RECORD` (JSON / CSV, PERMISSIVE; Kafka JSON)."""
+    return bool(src.is_kafka_json) or tracks_malformed(src)
 
 
 def build_query_input(

@@ -106,6 +106,7 @@ class _StageQuery:
         self.counted: int | None = None
         self.query: Any = None
         self.out: Any = None
+        self.target: Any = None  # the final stage's target (closed by finish())
         self.channel_paths = {
             s.name: self._path(s.path) for s in p.sources if s.name in run.upstream
         }
@@ -185,9 +186,9 @@ class _StageQuery:
         from pyspark.sql import types as T
 
         from interlace.chain import ChannelWriter
+        from interlace.connectors import make_target
         from interlace.operators.common.arrow import arrow_schema_for
         from interlace.pipeline.kinds import join_kind
-        from interlace.targets import make_target
 
         p, out = self.pipeline, self.out
         dlq = DEAD_LETTER_COLUMN in out.columns
@@ -206,6 +207,7 @@ class _StageQuery:
                 session=p.window is not None and p.window.kind == "session",
             )
             target.prepare(normal_schema)
+            self.target = target
         else:
             assert chain_root is not None
             target = ChannelWriter(
@@ -338,6 +340,9 @@ class _StageQuery:
         return rows_read_from(p) - rows_read_from(p, others)
 
     def finish(self) -> None:
+        close = getattr(self.target, "close", None)
+        if close is not None:  # a Kafka target's producer
+            close()
         self.summary.counters = dict(self.acc.value)
         self.summary.idle = self._idle_sources({})
         record_checkpoint(self.pipeline, self.base, ran=True)  # a checkpoint an older

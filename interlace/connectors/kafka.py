@@ -22,6 +22,7 @@ transaction; a replayed batch whose id is recorded is skipped (docs/kafka.md, "E
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from interlace.operators.errors import ConfigError
@@ -35,10 +36,14 @@ __all__ = [
     "check_source",
     "client_config",
     "kafka_input",
+    "read",
+    "target",
 ]
 
-#: The column that keeps what made a record malformed (shared with the file sources).
-CORRUPT_RECORD = "_corrupt_record"
+from interlace.connectors.files import CORRUPT_RECORD
+
+#: The changelog columns (SEMANTICS §9).
+OP, VERSION = "op", "version"
 _CONNECTOR_CLASS = "org.apache.spark.sql.kafka010.KafkaSourceProvider"
 #: Setting this Spark conf to ``true`` runs a connector of another Spark minor line.
 ALLOW_MISMATCH_CONF = "spark.interlace.kafka.allowConnectorMismatch"
@@ -184,6 +189,24 @@ def kafka_input(
             event_time_column, F.when(F.col("__il_malformed"), F.lit(None)).otherwise(et)
             .cast("timestamp"))
     return decoded.drop("__il_ts", "__il_malformed", "__il_null")
+
+
+def read(spark: Any, src: Any, base: Path) -> Any:
+    """A pipeline's Kafka source: the connector and broker checked, the values decoded.
+
+    With ``value_format = "json"``, :func:`kafka_input`; otherwise the connector's columns.
+    """
+    check_connector(spark)
+    check_source(src)  # the broker answers and the topics exist, within seconds
+    opts = {k: str(v) for k, v in dict(src.options or {}).items()}
+    df = spark.readStream.format("kafka").options(**opts).load()
+    if not src.is_kafka_json:
+        return df
+    return kafka_input(df, src.schema, key_format=src.key_format or "string",
+                       key_schema=src.key_schema, timestamp_column=src.timestamp_column,
+                       tombstone_column=src.tombstone_column,
+                       event_time_column=(src.event_time_column
+                                          if src.time_mode == "event" else None))
 
 
 # Out: the exactly-once target ------------------------------------------------------------------
@@ -449,5 +472,14 @@ class KafkaTarget:
             self.producer = None
 
 
-#: The changelog columns (SEMANTICS §9).
-OP, VERSION = "op", "version"
+
+def target(spec: Any, ctx: Any) -> KafkaTarget:
+    """The ``[target] kind = "kafka"`` of a pipeline (options: bootstrap servers, topic)."""
+    opts = dict(spec.options)
+    return KafkaTarget(
+        opts["kafka.bootstrap.servers"], opts["topic"], ctx.pipeline,
+        key=tuple(spec.key) if spec.key else tuple(ctx.default_key),
+        changelog=ctx.changelog,
+        window_groups=None if ctx.window_groups is None else tuple(ctx.window_groups),
+        session=ctx.session, config=client_config(opts),
+        commit_topic=opts.get("commit_topic", DEFAULT_COMMIT_TOPIC))

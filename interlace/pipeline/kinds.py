@@ -86,7 +86,7 @@ class JoinKind:
         apply: ``(left, right, spec, *, counters) -> streaming DataFrame``.
         changelog_key: For a kind whose output is a changelog (``op``, ``event_time``,
             ``version``): the output columns it is keyed by; the DuckDB target then applies
-            it by key (:class:`interlace.targets.DuckDBTarget`). None: rows are appended.
+            it by key (:class:`interlace.connectors.duckdb.DuckDBTarget`). None: rows are appended.
         key_pairs: The ``(left field, right field)`` whose columns are compared pairwise by
             the join (``interlace validate`` checks that their types agree).
         output_fields: The spec fields that name or prefix output columns, for the error

@@ -296,10 +296,11 @@ class Pipeline:
     def resolved_target(self) -> Target:
         """Return :attr:`target` with its defaults filled in (path, table, key).
 
-        The default ``key`` of a duckdb or kafka target: ``(window_start, window_end, *group_by)`` for
-        a window under ``late_data="reopen"``; the key columns for a join whose output is a
-        changelog (:attr:`~interlace.pipeline.kinds.JoinKind.changelog_key`); the group
-        columns for a table aggregation (possibly none: one global group); else none.
+        The default ``key`` of a duckdb or kafka target: ``(window_start, window_end,
+        *group_by)`` for a window under ``late_data="reopen"``; the key columns for a join
+        whose output is a changelog
+        (:attr:`~interlace.pipeline.kinds.JoinKind.changelog_key`); the group columns for a
+        table aggregation (possibly none: one global group); else none.
         """
         if self.stages:
             return self.final_stage().resolved_target()

@@ -313,11 +313,11 @@ class Target:
             target's file) or the Parquet folder (required).
         table: DuckDB table (default: the pipeline name with non-identifier characters
             replaced by ``_``; for ``[dead_letter]`` that plus ``_dead_letters``).
-        key: DuckDB and Kafka: the natural key rows are upserted on (Kafka: the record key). Windows under
-            ``late_data="reopen"`` default to ``(window_start, window_end, *group_by)``, so
-            re-emitted windows replace their earlier rows; a join whose output is a
-            changelog, to its key columns (applied by ``version``, docs/targets.md);
-            otherwise rows are appended.
+        key: DuckDB and Kafka: the natural key rows are upserted on (Kafka: the record
+            key). Windows under ``late_data="reopen"`` default to ``(window_start,
+            window_end, *group_by)``, so re-emitted windows replace their earlier rows; a
+            join whose output is a changelog, to its key columns (applied by ``version``,
+            docs/targets.md); otherwise rows are appended.
         options: Writer options (strings).
 
     """

@@ -730,7 +730,7 @@ def _driver_kill(args: dict[str, Any]) -> dict[str, Any]:
     import interlace.metrics as metrics
     from interlace import stream_join
     from interlace.demo import ORDERS_DDL, PAYMENTS_DDL, demo_pipelines
-    from interlace.targets import DuckDBTarget
+    from interlace.connectors.duckdb import DuckDBTarget
     from interlace.testing.local import run_join_locally
     from interlace.testing.log import JoinBatch
     from interlace.testing.replay import write_parquet_rows

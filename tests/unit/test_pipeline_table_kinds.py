@@ -523,7 +523,9 @@ def test_a_changelog_in_parquet_read_by_highest_version_equals_the_duckdb_target
     import pandas as pd
     from pyspark.sql import types as T
 
-    from interlace.targets import DuckDBTarget, ParquetTarget, make_target
+    from interlace.connectors import make_target
+    from interlace.connectors.duckdb import DuckDBTarget
+    from interlace.connectors.parquet import ParquetTarget
 
     def targets_of(p):
         changelog = join_kind(p.join).changelog_key is not None  # as the runner decides

@@ -10,7 +10,9 @@ import pandas as pd
 import pyarrow.parquet as pq
 from pyspark.sql import types as T
 
-from interlace.targets import ConsoleTarget, DuckDBTarget, ParquetTarget
+from interlace.connectors.console import ConsoleTarget
+from interlace.connectors.duckdb import DuckDBTarget
+from interlace.connectors.parquet import ParquetTarget
 
 SCHEMA = T.StructType([
     T.StructField("id", T.LongType()),

@@ -20,7 +20,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pyspark.sql import types as T
 
-from interlace.targets import DuckDBTarget, make_target
+from interlace.connectors import make_target
+from interlace.connectors.duckdb import DuckDBTarget
 
 SCHEMA = T.StructType([
     T.StructField("id", T.StringType()),

@@ -1,18 +1,13 @@
-"""Where a pipeline's rows go: embedded DuckDB (exactly-once), Parquet, console.
+"""DuckDB: an embedded table written exactly once per micro-batch (the demo's target).
 
-Every target is written from ``foreachBatch`` with Spark's batch id:
-
-* **DuckDB** writes each micro-batch in one transaction that also records
-  ``(pipeline, table, batch_id)`` in ``_interlace_commits``; a batch id already recorded is
-  skipped, so a batch Spark replays after a crash is written exactly once. With a ``key``, rows
-  are upserted by that natural key; when the rows carry ``revision`` (windows under
-  ``late_data="reopen"``) an existing row is only replaced by a higher or equal revision, and
-  ``retracted`` rows delete their key (a session absorbed by a merge). A **changelog**
-  (``changelog=True``: rows with ``op`` = ``"upsert"`` / ``"delete"`` and a per-key
-  ``version``, SEMANTICS §9) is applied by ``key``, the highest ``version`` winning
-  (:class:`DuckDBTarget`).
-* **Parquet** writes each batch to ``PATH/batch_id=N`` (overwritten on replay: idempotent).
-* **Console** prints the rows.
+Each micro-batch is one DuckDB transaction that also records ``(pipeline, table, batch_id)``
+in ``_interlace_commits``; a batch id already recorded is skipped, so a batch Spark replays
+after a crash is written exactly once. With a ``key``, rows are upserted by that natural key;
+when the rows carry ``revision`` (windows under ``late_data="reopen"``) an existing row is only
+replaced by a higher or equal revision, and ``retracted`` rows delete their key (a session
+absorbed by a merge). A **changelog** (``changelog=True``: rows with ``op`` = ``"upsert"`` /
+``"delete"`` and a per-key ``version``, SEMANTICS §9) is applied by ``key``, the highest
+``version`` winning (:class:`DuckDBTarget`). Written from the driver.
 """
 
 from __future__ import annotations
@@ -28,11 +23,9 @@ from interlace.faults import crash_point
 __all__ = [
     "CHANGELOG_OPS",
     "DELETED_TABLE_PREFIX",
-    "ConsoleTarget",
     "DuckDBTarget",
-    "ParquetTarget",
     "duckdb_type",
-    "make_target",
+    "target",
 ]
 
 _COMMITS = "_interlace_commits"
@@ -379,118 +372,17 @@ class DuckDBTarget:
         con.unregister("_il_bounds")
 
 
-@dataclass
-class ParquetTarget:
-    """A folder of Parquet files, one sub-folder per micro-batch (idempotent on replay).
-
-    Every file has the output's schema, also when the batch is empty, with timestamps as
-    Spark writes ``TimestampType`` (microseconds, adjusted to UTC), so the folder reads back
-    whole with ``spark.read.parquet(path)``, ``pandas.read_parquet(path)`` and DuckDB's
-    ``read_parquet('path/*/*.parquet')`` (each adds the ``batch_id`` partition column).
-    """
-
-    path: Path
-    written: dict[int, int] = field(default_factory=dict)
-    arrow_schema: Any = None
-
-    def prepare(self, schema: Any) -> None:
-        """Create the folder and fix the files' Arrow schema from the output's Spark schema."""
-        from interlace.operators.common.arrow import arrow_schema_for
-
-        self.path.mkdir(parents=True, exist_ok=True)
-        self.arrow_schema = arrow_schema_for(schema, timestamp_unit="us", timestamp_tz="UTC")
-
-    def write(self, pdf: Any, batch_id: int) -> int:
-        """Write one micro-batch to ``batch_id=N/part.parquet`` (replaces a previous attempt)."""
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-
-        folder = self.path / f"batch_id={batch_id}"
-        folder.mkdir(parents=True, exist_ok=True)
-        tmp = folder / "part.parquet.tmp"
-        table = pa.Table.from_pandas(pdf, schema=self.arrow_schema, preserve_index=False)
-        pq.write_table(table, tmp)
-        tmp.replace(folder / "part.parquet")
-        self.written[batch_id] = len(pdf)
-        return len(pdf)
 
 
-@dataclass
-class ConsoleTarget:
-    """Prints each micro-batch's rows: SQL NULL as ``NULL``, integer columns as integers."""
-
-    label: str = "output"
-    max_rows: int = 20
-    written: dict[int, int] = field(default_factory=dict)
-    integral: tuple[str, ...] = ()
-
-    def prepare(self, schema: Any) -> None:
-        """Remember the integer columns (``toPandas`` turns them to float when NULLs occur)."""
-        from pyspark.sql import types as T
-
-        ints = (T.LongType, T.IntegerType, T.ShortType, T.ByteType)
-        self.integral = tuple(f.name for f in schema.fields if isinstance(f.dataType, ints))
-
-    def write(self, pdf: Any, batch_id: int) -> int:
-        """Print up to ``max_rows`` rows of the batch."""
-        if len(pdf):
-            print(f"-- {self.label}, batch {batch_id}: {len(pdf)} rows")
-            print(self.render(pdf.head(self.max_rows)))
-        self.written[batch_id] = len(pdf)
-        return len(pdf)
-
-    def render(self, pdf: Any) -> str:
-        """Return ``pdf`` as text the way SQL shows it: ``NULL`` for every missing value."""
-        shown = pdf.copy()
-        for c in self.integral:
-            if c in shown.columns:
-                shown[c] = shown[c].astype("Int64")
-        shown = shown.astype(object).where(shown.notna(), "NULL")
-        return str(shown.to_string(index=False))
-
-
-def make_target(
-    spec: Any,
-    pipeline: str,
-    *,
-    base: Path,
-    default_table: str,
-    default_key: Sequence[str] = (),
-    window_groups: Sequence[str] | None = None,
-    changelog: bool = False,
-    by_group: bool = False,
-    session: bool = False,
-) -> Any:
-    """Build a target from a pipeline's ``[target]`` / ``[dead_letter]`` settings.
-
-    ``window_groups``: the window's ``group_by`` columns when the rows are window output.
-    ``changelog``: the rows are a changelog (``op``, ``version``), which a DuckDB target
-    applies by its key (:class:`DuckDBTarget`); other targets write the changes as rows.
-    ``by_group``: that changelog is a table aggregation's, keyed by its group columns.
-    """
-    kind = spec.kind
-    if kind == "duckdb":
-        path = Path(spec.path or "interlace.duckdb")
-        return DuckDBTarget(
-            path if path.is_absolute() else base / path,
-            spec.table or _table_name(default_table),
-            pipeline,
-            tuple(spec.key) if spec.key else tuple(default_key),
-            window_groups=None if window_groups is None else tuple(window_groups),
-            changelog=changelog,
-            by_group=by_group,
-        )
-    if kind == "kafka":
-        from interlace.connectors.kafka import KafkaTarget, client_config
-
-        opts = dict(spec.options)
-        return KafkaTarget(
-            opts["kafka.bootstrap.servers"], opts["topic"], pipeline,
-            key=tuple(spec.key) if spec.key else tuple(default_key),
-            changelog=changelog, window_groups=None if window_groups is None
-            else tuple(window_groups), session=session, config=client_config(opts),
-            commit_topic=opts.get("commit_topic", "_interlace_commits"))
-    if kind == "parquet":
-        path = Path(spec.path)
-        return ParquetTarget(path if path.is_absolute() else base / path)
-    return ConsoleTarget(label=default_table)
+def target(spec: Any, ctx: Any) -> DuckDBTarget:
+    """The ``[target] kind = "duckdb"`` of a pipeline (``ctx``: its ``TargetContext``)."""
+    path = Path(spec.path or "interlace.duckdb")
+    return DuckDBTarget(
+        path if path.is_absolute() else ctx.base / path,
+        spec.table or _table_name(ctx.default_table),
+        ctx.pipeline,
+        tuple(spec.key) if spec.key else tuple(ctx.default_key),
+        window_groups=None if ctx.window_groups is None else tuple(ctx.window_groups),
+        changelog=ctx.changelog,
+        by_group=ctx.by_group,
+    )
