@@ -6,6 +6,7 @@ Public API::
     from interlace import StreamTableJoin, stream_table_join, TableJoin, table_join
     from interlace import ForeignKeyJoin, foreign_key_join
     from interlace import TableAggregate, table_aggregate
+    from interlace import kafka_input, kafka_writer, to_kafka_columns   # docs/kafka.md
 """
 
 import importlib.util as _importlib_util
@@ -24,6 +25,7 @@ else:
 
     require_supported_pyspark()
 
+from interlace.connectors.kafka import kafka_input, kafka_writer, to_kafka_columns
 from interlace.inspection import inspect
 from interlace.operators import (
     Aggregation,
@@ -83,6 +85,8 @@ __all__ = [
     "WindowOperator",
     "foreign_key_join",
     "inspect",
+    "kafka_input",
+    "kafka_writer",
     "local_session",
     "prepare_foreign_key_join",
     "prepare_join",
@@ -95,6 +99,7 @@ __all__ = [
     "stream_table_join",
     "table_aggregate",
     "table_join",
+    "to_kafka_columns",
     "window_aggregate",
 ]
 

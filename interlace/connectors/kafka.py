@@ -36,8 +36,10 @@ __all__ = [
     "check_source",
     "client_config",
     "kafka_input",
+    "kafka_writer",
     "read",
     "target",
+    "to_kafka_columns",
 ]
 
 from interlace.connectors.files import CORRUPT_RECORD
@@ -483,3 +485,67 @@ def target(spec: Any, ctx: Any) -> KafkaTarget:
         window_groups=None if ctx.window_groups is None else tuple(ctx.window_groups),
         session=ctx.session, config=client_config(opts),
         commit_topic=opts.get("commit_topic", DEFAULT_COMMIT_TOPIC))
+
+
+# The same in Python: for users who write their own query -----------------------------------
+
+
+def kafka_writer(bootstrap: str, topic: str, name: str, *, key: tuple[str, ...] = (),
+                 changelog: bool = False, config: dict[str, str] | None = None,
+                 commit_topic: str = DEFAULT_COMMIT_TOPIC) -> Any:
+    """A ``foreachBatch`` function that writes each micro-batch to ``topic`` exactly once.
+
+    The :class:`KafkaTarget` of a pipeline, for a query of your own:
+    ``df.writeStream.foreachBatch(kafka_writer(...))``. ``name`` identifies the writer (its
+    transactional id is ``interlace.<name>.<topic>``): keep it across restarts of the query,
+    and give two queries two names. The batch is collected to the driver (``toPandas``).
+    The target is prepared on the first call, with that batch's schema.
+
+    Args:
+        bootstrap: ``bootstrap.servers``.
+        topic: The output topic (it must exist).
+        name: The writer's name (see above).
+        key: The columns of the record key (JSON object); none: null keys.
+        changelog: The rows are a changelog (``op``, ``version``): a ``delete`` is a tombstone.
+        config: More producer settings (librdkafka names, e.g. ``{"compression.type": "lz4"}``).
+        commit_topic: Where the committed batch ids go (created compacted if missing).
+
+    Example:
+        >>> out = table_join(customers, accounts, spec)                 # doctest: +SKIP
+        >>> (out.writeStream.option("checkpointLocation", "/chk/joined")
+        ...     .foreachBatch(kafka_writer("127.0.0.1:9092", "joined", "customers-accounts",
+        ...                                key=("customer",), changelog=True))
+        ...     .start())                                               # doctest: +SKIP
+    """
+    target = KafkaTarget(bootstrap, topic, name, key=tuple(key), changelog=changelog,
+                         config=config, commit_topic=commit_topic)
+
+    def write(df: Any, batch_id: int) -> None:
+        if target.producer is None:
+            target.prepare(df.schema)
+        target.write(df.toPandas(), batch_id)
+
+    write.target = target  # type: ignore[attr-defined]
+    return write
+
+
+def to_kafka_columns(df: Any, key: tuple[str, ...] = (), *, changelog: bool = False) -> Any:
+    """Spark's Kafka sink's columns of an output: ``key`` and ``value`` as JSON strings.
+
+    For Spark's own (at-least-once) ``writeStream.format("kafka")``: ``value`` is the row as
+    JSON (a changelog's ``op`` left out), null (a tombstone) for a changelog's ``delete`` and
+    a window's ``retracted`` row; ``key`` the JSON object of the ``key`` columns (no key:
+    null). On a compacted topic a replayed batch then rewrites the same last values, so the
+    table converges all the same; for exactly once per record use :func:`kafka_writer`.
+    """
+    from pyspark.sql import functions as F
+
+    names = [c for c in df.columns if not (changelog and c == OP)]
+    gone = F.lit(False)
+    if changelog and OP in df.columns:
+        gone = F.col(OP) == F.lit("delete")
+    if "retracted" in df.columns:
+        gone = gone | F.coalesce(F.col("retracted"), F.lit(False))
+    value = F.when(~gone, F.to_json(F.struct(*[F.col(c) for c in names])))
+    key_col = F.to_json(F.struct(*[F.col(c) for c in key])) if key else F.lit(None).cast("string")
+    return df.select(key_col.alias("key"), value.alias("value"))
