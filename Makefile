@@ -14,7 +14,7 @@ $(VENV)/.installed: pyproject.toml
 	$(VENV)/bin/pip install --quiet -e '.[test]'
 	touch $@
 
-.PHONY: demo test compat bench curves lint wheel
+.PHONY: demo test compat bench curves lint wheel kafka
 demo: $(VENV)/.installed
 	$(VENV)/bin/interlace demo
 
@@ -24,6 +24,12 @@ demo: $(VENV)/.installed
 TEST_WORKERS ?= 2
 test: $(VENV)/.installed
 	$(VENV)/bin/pytest $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
+
+# A Kafka broker on 127.0.0.1:9092 until Ctrl-C (KRaft, one node, from the kafka_2.13 jars that
+# Maven resolves into ~/.cache/interlace-jars), for trying a pipeline on Kafka: docs/kafka.md.
+KAFKA_PORT ?= 9092
+kafka: $(VENV)/.installed
+	$(VENV)/bin/python -m interlace.testing.kafka broker --port $(KAFKA_PORT)
 
 # The compatibility tier (.ci/compat): the tests marked `compat` on each older PySpark line of
 # .ci/compat-lines, each in a venv of that line's cluster-image packages (kept in

@@ -397,13 +397,15 @@ def run_pipeline(
         check_checkpoint(run.pipeline, base)  # a restart with another spec stops before Spark
     s = pipeline.spark
     if spark is None:
+        from interlace.connectors.kafka import session_conf
+
         spark = local_session(
             f"interlace-{pipeline.name}",
             master=s.master,
             shuffle_partitions=s.shuffle_partitions,
             state_store=s.state_store,
             changelog_checkpointing=s.changelog_checkpointing,
-            conf=dict(s.conf or {}),
+            conf=session_conf(pipeline, dict(s.conf or {})),  # Kafka's connector, if read
         )
     else:
         settings = state_store_conf(s.state_store, s.changelog_checkpointing)

@@ -103,8 +103,10 @@ def _resolve(name: str, dependencies: list[tuple[str, str, str]],
             run = subprocess.run(cmd, capture_output=True, text=True)
             if run.returncode != 0:
                 coords = ", ".join(":".join(d) for d in dependencies)
-                msg = (f"mvn could not resolve {coords} (exit {run.returncode}):\n"
-                       f"{(run.stdout + run.stderr)[-2000:]}")
+                errors = [ln.strip() for ln in (run.stdout + run.stderr).splitlines()
+                          if "[ERROR]" in ln and ln.strip() != "[ERROR]"]
+                why = errors[0].split("[ERROR]", 1)[-1].strip()[:600] if errors else ""
+                msg = f"mvn could not resolve {coords} (exit {run.returncode}): {why}"
                 raise RuntimeError(msg)
             if folder.exists():
                 shutil.rmtree(folder)

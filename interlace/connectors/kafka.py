@@ -49,6 +49,8 @@ OP, VERSION = "op", "version"
 _CONNECTOR_CLASS = "org.apache.spark.sql.kafka010.KafkaSourceProvider"
 #: Setting this Spark conf to ``true`` runs a connector of another Spark minor line.
 ALLOW_MISMATCH_CONF = "spark.interlace.kafka.allowConnectorMismatch"
+#: ``false``: ``interlace run`` leaves the connector to ``spark.jars`` (no Maven resolution).
+RESOLVE_CONF = "spark.interlace.kafka.resolveConnector"
 
 
 def _connector_fix(spark_version: str) -> str:
@@ -62,6 +64,64 @@ def _connector_fix(spark_version: str) -> str:
         f"{v}` resolves them with Maven and prints the value for "
         '[spark] conf = { "spark.jars" = "..." } (set before Spark starts)'
     )
+
+
+def connector_conf(allow_mismatch: bool = False) -> dict[str, str]:
+    """Spark settings that put Spark's Kafka connector of the running PySpark's line on the
+    classpath (``spark.jars``, resolved with Maven into the cache).
+
+    A line Maven Central serves no connector of here (4.3) gets the newest one served
+    (:data:`interlace.connectors.jars.NEWEST_CONNECTOR`) only with ``allow_mismatch``, which
+    also sets ``spark.interlace.kafka.allowConnectorMismatch`` (docs/kafka.md: pairs tried).
+    """
+    import pyspark
+
+    from interlace.connectors import jars
+
+    version = jars.connector_version_for(pyspark.__version__)
+    mismatch = allow_mismatch and _newer(version, jars.NEWEST_CONNECTOR)
+    if mismatch:
+        version = jars.NEWEST_CONNECTOR
+    try:
+        found = jars.connector_jars(version)
+    except RuntimeError as exc:
+        msg = (f"Spark's Kafka connector {version} could not be resolved ({exc}). "
+               f"{_connector_fix(pyspark.__version__)}")
+        if _newer(version, jars.NEWEST_CONNECTOR):
+            msg += (f". The newest connector served here is {jars.NEWEST_CONNECTOR}: "
+                    f'"{ALLOW_MISMATCH_CONF}" = "true" in [spark] conf runs it on Spark '
+                    f"{pyspark.__version__} (docs/kafka.md: the pairs tried)")
+        raise ConfigError(msg) from exc
+    conf = {"spark.jars": ",".join(str(j) for j in found)}
+    if mismatch:
+        conf[ALLOW_MISMATCH_CONF] = "true"
+    return conf
+
+
+def session_conf(pipeline: Any, conf: dict[str, str]) -> dict[str, str]:
+    """``conf`` with Spark's Kafka connector added when the pipeline reads a topic.
+
+    For the session ``interlace run`` starts: a pipeline with a Kafka source whose
+    ``[spark] conf`` names no connector (``spark.jars`` / ``spark.jars.packages`` without
+    ``spark-sql-kafka``) gets :func:`connector_conf` (with a mismatch only where the pipeline
+    allows one: ``spark.interlace.kafka.allowConnectorMismatch = "true"``), unless
+    ``spark.interlace.kafka.resolveConnector`` is ``"false"``.
+    """
+    if not any(s.format == "kafka" for s in pipeline.sources):
+        return conf
+    if conf.get(RESOLVE_CONF, "true").lower() == "false":
+        return conf
+    named = conf.get("spark.jars", "") + conf.get("spark.jars.packages", "")
+    if "spark-sql-kafka" in named:
+        return conf
+    allow = conf.get(ALLOW_MISMATCH_CONF, "false").lower() == "true"
+    extra = connector_conf(allow)
+    listed = [j for j in conf.get("spark.jars", "").split(",") if j]
+    return {**conf, **extra, "spark.jars": ",".join([*listed, extra["spark.jars"]])}
+
+
+def _newer(a: str, b: str) -> bool:
+    return tuple(int(x) for x in a.split(".")) > tuple(int(x) for x in b.split("."))
 
 
 def check_connector(spark: Any) -> None:
@@ -125,12 +185,13 @@ def kafka_input(
         The key columns, the value's fields, the optional columns, and
         :data:`CORRUPT_RECORD` (NULL unless the record is malformed).
 
-    Example:
-        >>> raw = (spark.readStream.format("kafka")                    # doctest: +SKIP
-        ...        .option("kafka.bootstrap.servers", "127.0.0.1:9092")
-        ...        .option("subscribe", "orders").load())
-        >>> orders = kafka_input(raw, "order_id BIGINT, amount DOUBLE, order_ts TIMESTAMP",
-        ...                      event_time_column="order_ts")          # doctest: +SKIP
+    Example (needs a broker; tests/kafka/test_kafka_python.py runs it)::
+
+        raw = (spark.readStream.format("kafka")
+               .option("kafka.bootstrap.servers", "127.0.0.1:9092")
+               .option("subscribe", "orders").load())
+        orders = kafka_input(raw, "order_id BIGINT, amount DOUBLE, order_ts TIMESTAMP",
+                             event_time_column="order_ts")
     """
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
@@ -151,9 +212,13 @@ def kafka_input(
         if key_schema is None:
             raise ConfigError('key_format = "json" needs key_schema (the key\'s fields)')
         key_type = T._parse_datatype_string(key_schema)
-        key_struct = F.from_json(F.col("key").cast("string"), key_type)
+        key_struct = F.from_json(
+            F.col("key").cast("string"),
+            T.StructType([*key_type.fields, T.StructField(CORRUPT_RECORD, T.StringType())]),
+            opts)
         cols += [key_struct.getField(n).alias(n) for n in key_type.names]
-        bad_key = F.col("key").isNotNull() & key_struct.isNull()
+        bad_key = F.col("key").isNotNull() & (
+            key_struct.isNull() | key_struct.getField(CORRUPT_RECORD).isNotNull())
     elif key_format == "string":
         cols.append(F.col("key").cast("string").alias("key"))
         bad_key = F.lit(False)
@@ -510,12 +575,13 @@ def kafka_writer(bootstrap: str, topic: str, name: str, *, key: tuple[str, ...] 
         config: More producer settings (librdkafka names, e.g. ``{"compression.type": "lz4"}``).
         commit_topic: Where the committed batch ids go (created compacted if missing).
 
-    Example:
-        >>> out = table_join(customers, accounts, spec)                 # doctest: +SKIP
-        >>> (out.writeStream.option("checkpointLocation", "/chk/joined")
-        ...     .foreachBatch(kafka_writer("127.0.0.1:9092", "joined", "customers-accounts",
-        ...                                key=("customer",), changelog=True))
-        ...     .start())                                               # doctest: +SKIP
+    Example (needs a broker; tests/kafka/test_kafka_python.py runs it)::
+
+        out = table_join(customers, accounts, spec)
+        (out.writeStream.option("checkpointLocation", "/chk/joined")
+            .foreachBatch(kafka_writer("127.0.0.1:9092", "joined", "customers-accounts",
+                                       key=("customer",), changelog=True))
+            .start())
     """
     target = KafkaTarget(bootstrap, topic, name, key=tuple(key), changelog=changelog,
                          config=config, commit_topic=commit_topic)

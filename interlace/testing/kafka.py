@@ -8,8 +8,9 @@ transactions). :meth:`KafkaBroker.start` returns once the broker answers a metad
 :meth:`KafkaBroker.stop` ends it (:meth:`kill` ends it at once, as a crash would), and
 :meth:`restart` starts it again on the same ports and storage.
 
-``python -m interlace.testing.kafka [--port 9092]`` (``make kafka``) runs one in the
-foreground until Ctrl-C, printing its bootstrap address.
+``python -m interlace.testing.kafka broker [--port 9092]`` (``make kafka``) runs one in the
+foreground until Ctrl-C, printing its bootstrap address; ``python -m interlace.testing.kafka
+read BOOTSTRAP TOPIC [--table] [--uncommitted]`` prints a topic, one JSON object a line.
 
 The helpers below use ``confluent-kafka`` (the ``kafka`` extra): :func:`create_topic`,
 :func:`produce`, :func:`read_topic` (``read_committed`` by default) and :func:`read_table`
@@ -330,15 +331,36 @@ def _decode(b: bytes | None) -> Any:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run a broker in the foreground until Ctrl-C."""
+    """``broker`` (the default): run a broker until Ctrl-C; ``read``: print a topic."""
     import argparse
 
     parser = argparse.ArgumentParser(prog="python -m interlace.testing.kafka",
-                                     description="Run a one-node Kafka broker on 127.0.0.1.")
-    parser.add_argument("--port", type=int, default=9092)
-    parser.add_argument("--folder", type=Path, default=None,
-                        help="storage folder (kept); default: a temporary one, removed")
-    args = parser.parse_args(argv)
+                                     description="A one-node Kafka broker on 127.0.0.1, and "
+                                                 "a topic read back.")
+    sub = parser.add_subparsers(dest="command")
+    run = sub.add_parser("broker", help="run a broker in the foreground until Ctrl-C")
+    run.add_argument("--port", type=int, default=9092)
+    run.add_argument("--folder", type=Path, default=None,
+                     help="storage folder (kept); default: a temporary one, removed")
+    read = sub.add_parser("read", help="print a topic's records, one JSON object a line")
+    read.add_argument("bootstrap")
+    read.add_argument("topic")
+    read.add_argument("--uncommitted", action="store_true",
+                      help="read_uncommitted (default: read_committed)")
+    read.add_argument("--table", action="store_true",
+                      help="each key's last value, tombstones removing it")
+    args = parser.parse_args(["broker"] if not (argv if argv is not None else sys.argv[1:])
+                             else argv)
+    if args.command == "read":
+        if args.table:
+            for key, value in read_table(args.bootstrap, args.topic,
+                                         committed=not args.uncommitted).items():
+                print(json.dumps({"key": key, "value": value}))
+            return 0
+        for r in read_topic(args.bootstrap, args.topic, committed=not args.uncommitted):
+            print(json.dumps({"key": _decode(r["key"]), "value": _decode(r["value"]),
+                              "partition": r["partition"], "offset": r["offset"]}))
+        return 0
     broker = KafkaBroker(port=args.port, folder=args.folder)
     broker.start()
     print(f"Kafka {broker.bootstrap} (KRaft, one node; log {broker.log_path}); Ctrl-C stops it",
@@ -360,19 +382,9 @@ if __name__ == "__main__":
 def spark_conf_for_kafka() -> dict[str, str]:
     """Spark settings that put Spark's Kafka connector on the classpath (for tests, demos).
 
-    The connector of the running PySpark's line, or, on a line newer than any connector Maven
-    Central serves here (:data:`interlace.connectors.jars.NEWEST_CONNECTOR`), the newest one
-    with ``spark.interlace.kafka.allowConnectorMismatch`` (docs/kafka.md: the pairs tried).
+    :func:`interlace.connectors.kafka.connector_conf` allowing a mismatch: the running
+    PySpark's line, or on 4.3 (no 4.3 connector is served here) the 4.2 one.
     """
-    import pyspark
+    from interlace.connectors.kafka import connector_conf
 
-    from interlace.connectors.jars import NEWEST_CONNECTOR, connector_jars, connector_version_for
-    from interlace.connectors.kafka import ALLOW_MISMATCH_CONF
-
-    own = connector_version_for(pyspark.__version__)
-    newest = tuple(int(x) for x in NEWEST_CONNECTOR.split("."))
-    use = own if tuple(int(x) for x in own.split(".")) <= newest else NEWEST_CONNECTOR
-    conf = {"spark.jars": ",".join(str(j) for j in connector_jars(use))}
-    if use != own:
-        conf[ALLOW_MISMATCH_CONF] = "true"
-    return conf
+    return connector_conf(allow_mismatch=True)

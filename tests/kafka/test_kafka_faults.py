@@ -27,6 +27,7 @@ from cli_support import cli, run_here
 from kafka_support import kafka_options, source_toml, target_toml, values, write_pipeline
 
 from interlace.connectors.jars import connector_jars, connector_version_for
+from interlace.connectors.kafka import ALLOW_MISMATCH_CONF, RESOLVE_CONF
 from interlace.operators.errors import ConfigError
 from interlace.preflight import preflight
 from interlace.runner import run_pipeline
@@ -107,12 +108,29 @@ def test_the_connector_missing_names_the_jars_and_the_fix(broker, topics, tmp_pa
     topic, out = topics("clicks"), topics("out")
     create_topic(broker.bootstrap, topic, 1)
     create_topic(broker.bootstrap, out, 1)
-    write_pipeline(tmp_path, "p", pipeline(broker.bootstrap, topic, broker.bootstrap, out, {}))
+    no_resolve = {RESOLVE_CONF: "false"}  # as where Maven is not reachable
+    write_pipeline(tmp_path, "p", pipeline(broker.bootstrap, topic, broker.bootstrap, out,
+                                           no_resolve))
     proc = cli("run", "p.toml", cwd=tmp_path, check=False, timeout=300)
     assert proc.returncode == 2, proc.stderr
+    assert "not on the classpath" in proc.stderr
     v = connector_version_for(pyspark.__version__)
     assert f"spark-sql-kafka-0-10_2.13:{v}" in proc.stderr
     assert f"python -m interlace.connectors.jars connector {v}" in proc.stderr
+
+
+def test_interlace_run_resolves_the_connector_itself(broker, topics, tmp_path):
+    """No ``spark.jars``: ``interlace run`` resolves its line's connector with Maven (on 4.3,
+    where none is served here, 4.2's, as the pipeline allows)."""
+    topic, out = topics("clicks"), topics("out")
+    create_topic(broker.bootstrap, topic, 1)
+    create_topic(broker.bootstrap, out, 1)
+    produce(broker.bootstrap, topic, clicks(12))
+    write_pipeline(tmp_path, "p", pipeline(broker.bootstrap, topic, broker.bootstrap, out,
+                                           {ALLOW_MISMATCH_CONF: "true"}))
+    cli("run", "p.toml", cwd=tmp_path, timeout=300)
+    assert sorted((v["user"], v["total"]) for v in values(read_topic(broker.bootstrap, out))) == \
+        [("u0", 0 + 3 + 6 + 9), ("u1", 1 + 4 + 7), ("u2", 2 + 5 + 8)]
 
 
 def test_a_connector_of_another_spark_line_is_refused(broker, topics, tmp_path):
