@@ -130,16 +130,19 @@ if "PYSPARK_SUBMIT_ARGS" not in os.environ:
 
 
 def _kafka_conf():
-    """Spark's Kafka connector for every test session (tests/kafka), or none without Maven."""
-    import shutil
-
-    from interlace.connectors.jars import jars_cache
-
-    if shutil.which("mvn") is None and not jars_cache().exists():
+    """Spark's Kafka connector for every test session (tests/kafka need it before the session
+    starts), resolved with Maven (cached). ``INTERLACE_TEST_KAFKA=0`` leaves it out (the
+    compatibility tier's lines that run no Kafka test); so does a failed resolution, and the
+    Kafka tests then fail naming the connector."""
+    if os.environ.get("INTERLACE_TEST_KAFKA", "1") == "0":
         return {}
     from interlace.testing.kafka import spark_conf_for_kafka
 
-    return spark_conf_for_kafka()
+    try:
+        return spark_conf_for_kafka()
+    except Exception as exc:  # noqa: BLE001 - reported, and the Kafka tests fail on it
+        print(f"Spark's Kafka connector not resolved: {exc}", file=sys.stderr)
+        return {}
 
 
 @pytest.fixture(scope="session")

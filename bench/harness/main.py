@@ -59,6 +59,7 @@ COMMANDS: dict[str, str | dict[str, tuple[str, str]]] = {
     "ab": "harness.tools.ab",
     "inspect": "harness.tools.inspect_scale",
     "latency": "harness.tools.latency",
+    "kafka": "harness.tools.kafka",
 }
 
 HELP = {
@@ -76,6 +77,8 @@ HELP = {
     "inspect": "interlace inspect on a checkpoint holding a million join rows",
     "latency": "arrival-to-commit latency percentiles at steady input rates, native vs "
                "interlace",
+    "kafka": "Kafka topics in and out on a real broker: native vs interlace, the broker's "
+             "cost, the exactly-once target's",
 }
 
 

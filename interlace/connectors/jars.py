@@ -83,8 +83,22 @@ def _pom(dependencies: list[tuple[str, str, str]]) -> str:
 
 def _resolve(name: str, dependencies: list[tuple[str, str, str]],
              include: tuple[str, ...] | None = None) -> list[Path]:
+    import fcntl
+
     folder = jars_cache() / name
     done = folder / ".complete"
+    if done.exists():
+        return sorted(folder.glob("*.jar"))
+    jars_cache().mkdir(parents=True, exist_ok=True)
+    with open(jars_cache() / f"{name}.lock", "w") as lock:  # one resolver at a time
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        _resolve_unlocked(folder, done, name, dependencies, include)
+    return sorted(folder.glob("*.jar"))
+
+
+def _resolve_unlocked(folder: Path, done: Path, name: str,
+                      dependencies: list[tuple[str, str, str]],
+                      include: tuple[str, ...] | None) -> None:
     if not done.exists():
         mvn = shutil.which("mvn")
         if mvn is None:
@@ -113,7 +127,6 @@ def _resolve(name: str, dependencies: list[tuple[str, str, str]],
             folder.parent.mkdir(parents=True, exist_ok=True)
             shutil.move(str(staging), folder)
         done.touch()
-    return sorted(folder.glob("*.jar"))
 
 
 def connector_jars(spark_version: str | None = None) -> list[Path]:

@@ -330,6 +330,17 @@ def _decode(b: bytes | None) -> Any:
         return b.decode(errors="replace")
 
 
+def spark_conf_for_kafka() -> dict[str, str]:
+    """Spark settings that put Spark's Kafka connector on the classpath (for tests, demos).
+
+    :func:`interlace.connectors.kafka.connector_conf` allowing a mismatch: the running
+    PySpark's line, or on 4.3 (no 4.3 connector is served here) the 4.2 one.
+    """
+    from interlace.connectors.kafka import connector_conf
+
+    return connector_conf(allow_mismatch=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     """``broker`` (the default): run a broker until Ctrl-C; ``read``: print a topic."""
     import argparse
@@ -349,8 +360,16 @@ def main(argv: list[str] | None = None) -> int:
                       help="read_uncommitted (default: read_committed)")
     read.add_argument("--table", action="store_true",
                       help="each key's last value, tombstones removing it")
+    sub.add_parser("jars", help="resolve the broker's jars and Spark's Kafka connector (the "
+                                "tests' pair: see spark_conf_for_kafka) into the cache")
     args = parser.parse_args(["broker"] if not (argv if argv is not None else sys.argv[1:])
                              else argv)
+    if args.command == "jars":
+        from interlace.connectors.jars import broker_jars
+
+        print(f"broker: {len(broker_jars())} jars; connector: "
+              f"{spark_conf_for_kafka()['spark.jars']}")
+        return 0
     if args.command == "read":
         if args.table:
             for key, value in read_table(args.bootstrap, args.topic,
@@ -377,14 +396,3 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
-
-
-def spark_conf_for_kafka() -> dict[str, str]:
-    """Spark settings that put Spark's Kafka connector on the classpath (for tests, demos).
-
-    :func:`interlace.connectors.kafka.connector_conf` allowing a mismatch: the running
-    PySpark's line, or on 4.3 (no 4.3 connector is served here) the 4.2 one.
-    """
-    from interlace.connectors.kafka import connector_conf
-
-    return connector_conf(allow_mismatch=True)

@@ -30,8 +30,7 @@ def _table_records(side):
             for ts, s, v, *_ in seed.TABLE_TABLE if s == side]
 
 
-@pytest.mark.parametrize("how", [pytest.param(h, marks=pytest.mark.compat) if h == "full" else h
-                                 for h in HOWS])
+@pytest.mark.parametrize("how", list(HOWS))
 def test_seed003_ktable_ktable_from_compacted_topics(spark, broker, topics, tmp_path, how):
     left, right, out = topics("left"), topics("right"), topics("joined")
     for t in (left, right, out):
