@@ -38,14 +38,19 @@ _FENCE = re.compile(r"^```toml\n(.*?)^```", re.S | re.M)
 _LATER_FIELDS = {"stages": (), "aggregate": None, "aggregate_source": None,
                  "idle_timeout_ms": None, "left_idle_timeout_ms": None,
                  "right_idle_timeout_ms": None}
+# Likewise a Source's Kafka fields (docs/kafka.md); by type: joins have a tombstone_column too.
+_LATER_SOURCE_FIELDS = {"value_format": None, "key_format": None, "key_schema": None,
+                        "timestamp_column": None, "tombstone_column": None}
 
 
 def dump(obj: Any) -> Any:
     """Return a pipeline as plain JSON data: each dataclass as its fields and ``__type__``."""
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        later = {**_LATER_FIELDS, **(_LATER_SOURCE_FIELDS if type(obj).__name__ == "Source"
+                                     else {})}
         return {"__type__": type(obj).__name__,
                 **{f.name: dump(getattr(obj, f.name)) for f in dataclasses.fields(obj)
-                   if _LATER_FIELDS.get(f.name, object()) != getattr(obj, f.name)}}
+                   if later.get(f.name, object()) != getattr(obj, f.name)}}
     if isinstance(obj, Mapping):
         return {str(k): dump(v) for k, v in obj.items()}
     if isinstance(obj, list | tuple):
