@@ -67,10 +67,10 @@ def _connector_fix(spark_version: str) -> str:
 
 
 def connector_conf(allow_mismatch: bool = False) -> dict[str, str]:
-    """Spark settings that put Spark's Kafka connector of the running PySpark's line on the
-    classpath (``spark.jars``, resolved with Maven into the cache).
+    """Spark settings that put the running PySpark line's Kafka connector on the classpath.
 
-    A line Maven Central serves no connector of here (4.3) gets the newest one served
+    ``spark.jars``, resolved with Maven into the cache. A line Maven Central serves no
+    connector of here (4.3) gets the newest one served
     (:data:`interlace.connectors.jars.NEWEST_CONNECTOR`) only with ``allow_mismatch``, which
     also sets ``spark.interlace.kafka.allowConnectorMismatch`` (docs/kafka.md: pairs tried).
     """

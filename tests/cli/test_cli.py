@@ -592,6 +592,8 @@ agg = "count"
 as = "n"
 [target]
 kind = "console"
+[spark]
+conf = { "spark.interlace.kafka.resolveConnector" = "false" }  # as without Maven
 """
     (tmp_path / "k.toml").write_text(text)
     proc = cli("run", "k.toml", cwd=tmp_path, check=False)
