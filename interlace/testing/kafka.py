@@ -371,6 +371,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{spark_conf_for_kafka()['spark.jars']}")
         return 0
     if args.command == "read":
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `| head` ends the read quietly
         if args.table:
             for key, value in read_table(args.bootstrap, args.topic,
                                          committed=not args.uncommitted).items():
