@@ -435,7 +435,8 @@ class KafkaTarget:
     def _ensure_commit_topic(self) -> None:
         from confluent_kafka.admin import AdminClient, NewTopic
 
-        admin = AdminClient({**self.config, "bootstrap.servers": self.bootstrap})
+        admin = AdminClient({**self.config, "bootstrap.servers": self.bootstrap,
+                             "log_level": 0})  # errors come back as exceptions
         if self.commit_topic in admin.list_topics(timeout=CONNECT_TIMEOUT_S).topics:
             return
         futures = admin.create_topics([NewTopic(

@@ -27,7 +27,7 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 def test_the_kafka_example_runs_as_written(broker, tmp_path):
     text = (EXAMPLES / "orders_payments_kafka.toml").read_text()
-    assert text.count("127.0.0.1:9092") == 3
+    assert text.count("127.0.0.1:9092") >= 3  # the sources', the target's, the comments'
     (tmp_path / "p.toml").write_text(text.replace("127.0.0.1:9092", broker.bootstrap))
     subprocess.run([sys.executable, str(EXAMPLES / "kafka_data.py"), broker.bootstrap],
                    check=True, timeout=120)
