@@ -42,10 +42,10 @@ __all__ = [
     "to_kafka_columns",
 ]
 
+from interlace.connectors.duckdb import OP_COLUMN as OP
+from interlace.connectors.duckdb import VERSION_COLUMN as VERSION
 from interlace.connectors.files import CORRUPT_RECORD
 
-#: The changelog columns (SEMANTICS §9).
-OP, VERSION = "op", "version"
 _CONNECTOR_CLASS = "org.apache.spark.sql.kafka010.KafkaSourceProvider"
 #: Setting this Spark conf to ``true`` runs a connector of another Spark minor line.
 ALLOW_MISMATCH_CONF = "spark.interlace.kafka.allowConnectorMismatch"
