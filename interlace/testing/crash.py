@@ -17,10 +17,14 @@ A kill is either
   a micro-batch, in the state store commit, between two batches, ...).
 
 :func:`seeded_kills` draws both kinds from a seed, so a failing matrix can be rerun exactly.
+:func:`fresh_trials` runs a case's kills over as many fresh trials (a new checkpoint and
+target each) as it takes for every kill to find a run to interrupt, and
+:func:`append_report` appends its record to ``INTERLACE_CRASH_REPORT``'s file.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import signal
@@ -31,10 +35,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from interlace.faults import CRASH_ENV, CRASH_POINTS
 
-__all__ = ["CrashReport", "Kill", "Run", "run_with_kills", "seeded_kills"]
+__all__ = ["CrashReport", "Kill", "Run", "Trials", "append_report", "earlier", "fresh_trials",
+           "run_with_kills", "seeded_kills"]
 
 
 @dataclass(frozen=True)
@@ -228,3 +234,92 @@ def _run_checked(pipeline: str, cwd: Path, kill: Kill | None, timeout: float, n:
         msg = f"run {n} (kill {kill}) exited {run.returncode}:\n"
         raise AssertionError(msg + run.stderr_tail)
     return run
+
+
+def earlier(kill: Kill) -> Kill:
+    """The kill that replaces ``kill`` when a fresh run finished before it.
+
+    Half its seconds, or the crash point's previous visit (the first visit of a point the
+    run never reached has no earlier one).
+    """
+    if kill.seconds is not None:
+        return Kill(seconds=round(kill.seconds / 2, 2))
+    assert kill.nth > 1, f"{kill}: a fresh run never reached this crash point"
+    return Kill(point=kill.point, nth=kill.nth - 1)
+
+
+@dataclass
+class Trials:
+    """The fresh trials of one case (:func:`fresh_trials`): each trial's report, in order."""
+
+    kills: list[Kill]
+    reports: list[CrashReport] = field(default_factory=list)
+    #: Kills that did not fire even as a fresh trial's first kill (an earlier one replaced each).
+    never: list[Kill] = field(default_factory=list)
+    #: Wall time of all the trials (their checks included), seconds.
+    seconds: float = 0.0
+
+    @property
+    def fired(self) -> int:
+        """How many runs of all the trials died by ``SIGKILL``."""
+        return sum(r.kills for r in self.reports)
+
+    def summary(self) -> str:
+        """Each trial's :meth:`CrashReport.summary`."""
+        return "\n".join(f"trial {i}:\n{r.summary()}" for i, r in enumerate(self.reports))
+
+    def record(self, **case: Any) -> dict[str, Any]:
+        """The case's record for the report file (one JSON object).
+
+        ``case`` (its pipeline, store, seed, ...), the kills fired, those that never fired,
+        the wall time and every trial's runs (kill, whether it fired, seconds, batches).
+        """
+        return {**case, "fired": self.fired, "never": [str(k) for k in self.never],
+                "seconds": round(self.seconds, 1),
+                "trials": [[{"kill": str(r.kill) if r.kill else None, "killed": r.killed,
+                             "seconds": round(r.seconds, 1), "batches": r.batches}
+                            for r in rep.runs] for rep in self.reports]}
+
+
+def fresh_trials(kills: list[Kill],
+                 trial: Callable[[int, list[Kill]], CrashReport]) -> Trials:
+    """Run ``kills`` over fresh trials until each has found a run to interrupt.
+
+    A short pipeline's input is done after a few restarts, and a later kill would find
+    nothing to interrupt. ``trial(i, kills)`` runs trial ``i`` in a fresh folder, checkpoint
+    and target: :func:`run_with_kills` with ``stop_when_finished=True``, its output then
+    checked against the uninterrupted run's, and returns the report. The kills it left (the
+    one that did not fire first, then the unused ones) go to the next trial. A kill that does
+    not fire even as a fresh trial's first kill never can (the run finished first): it is
+    recorded in :attr:`Trials.never` and :func:`earlier` takes its place, so every kill
+    fires: ``fired == len(kills)`` unless a trial's runs were killed otherwise.
+    """
+    start = time.monotonic()
+    out = Trials(list(kills))
+    remaining = list(kills)
+    while remaining:
+        report = trial(len(out.reports), remaining)
+        out.reports.append(report)
+        tried = [r for r in report.runs if r.kill is not None]
+        retry: list[Kill] = []
+        last = tried[-1]
+        if not last.killed and last.kill is not None:
+            if len(tried) == 1:
+                out.never.append(last.kill)
+                retry = [earlier(last.kill)]
+            else:
+                retry = [last.kill]
+        remaining = retry + report.unused
+    out.seconds = time.monotonic() - start
+    return out
+
+
+def append_report(path: str | Path | None, record: dict[str, Any]) -> None:
+    """Append ``record`` (:meth:`Trials.record`) as one JSON line to ``path``.
+
+    ``path`` is the ``INTERLACE_CRASH_REPORT`` file; nothing is written when it is empty or
+    None.
+    """
+    if path:
+        with open(path, "a") as fh:
+            fh.write(json.dumps(record) + "\n")

@@ -31,7 +31,6 @@ interrupt; ``INTERLACE_CRASH_REPORT=<file>`` appends each case's trials to that 
 
 from __future__ import annotations
 
-import json
 import os
 import runpy
 import shutil
@@ -56,7 +55,13 @@ from test_cli import (
 from interlace.faults import CHAIN_POINTS, CRASH_POINTS
 from interlace.preflight import preflight
 from interlace.runner import run_pipeline
-from interlace.testing.crash import Kill, run_with_kills, seeded_kills
+from interlace.testing.crash import (
+    Kill,
+    append_report,
+    fresh_trials,
+    run_with_kills,
+    seeded_kills,
+)
 from interlace.testing.log import JoinBatch
 from interlace.testing.oracle import DEAD_LETTER_COLUMN, canonical_rows, oracle_join
 
@@ -348,23 +353,6 @@ def killed_trial(name: str, store: str, folder: Path, kills: list[Kill], spark,
     return report
 
 
-def earlier(kill: Kill) -> Kill:
-    """The kill that replaces ``kill`` when a fresh run finished before it: half its seconds,
-    or the crash point's previous visit (the first visit of a point the run never reached
-    has no earlier one: the pipelines' points are all reached in every run)."""
-    if kill.seconds is not None:
-        return Kill(seconds=round(kill.seconds / 2, 2))
-    assert kill.nth > 1, f"{kill}: a fresh run never reached this crash point"
-    return Kill(point=kill.point, nth=kill.nth - 1)
-
-
-def test_a_kill_that_cannot_fire_is_replaced_by_an_earlier_one():
-    assert earlier(Kill(seconds=4.27)) == Kill(seconds=2.13)  # round(2.135, 2): float below
-    assert earlier(Kill(point="batch", nth=3)) == Kill(point="batch", nth=2)
-    with pytest.raises(AssertionError, match="never reached"):
-        earlier(Kill(point="batch", nth=1))
-
-
 @pytest.mark.parametrize(("name", "store"), CASES)
 def test_killed_and_restarted_run_equals_the_uninterrupted_run(name, store, tmp_path,
                                                                tmp_path_factory, spark):
@@ -378,35 +366,18 @@ def test_killed_and_restarted_run_equals_the_uninterrupted_run(name, store, tmp_
         assert report.kills == len(CI_KILLS[name]), report.summary()
         return
     # The full matrix: ten seeded kills, over as many fresh trials as it takes for each kill
-    # to find a run to interrupt (a short pipeline's input is done after a few restarts). A
-    # kill that does not fire in a fresh trial's first run never can (the run finished
-    # first): it is reported, and an earlier kill takes its place, so ten kills fire.
+    # to find a run to interrupt (interlace.testing.crash.fresh_trials: a kill that does not
+    # fire even first in a fresh trial is reported, and an earlier one takes its place).
     kills = seeded_kills(seed, 10, points=points, max_seconds=KILL_SECONDS.get(name, 6.0))
-    remaining, reports, never = kills, [], []
-    while remaining:
-        folder = tmp_path / f"trial{len(reports)}"
+
+    def trial(i: int, remaining: list[Kill]):
+        folder = tmp_path / f"trial{i}"
         folder.mkdir()
-        report = killed_trial(name, store, folder, remaining, spark, want, fresh_trials=True)
-        reports.append(report)
-        tried = [r for r in report.runs if r.kill is not None]
-        retry = []
-        if not tried[-1].killed:
-            if len(tried) == 1:
-                never.append(tried[-1].kill)
-                retry = [earlier(tried[-1].kill)]
-            else:
-                retry = [tried[-1].kill]
-        remaining = retry + report.unused
-    fired = sum(r.kills for r in reports)
-    summary = "\n".join(f"trial {i}:\n{r.summary()}" for i, r in enumerate(reports))
-    print(f"\n{name} on {store} (seed {seed}): {fired} kills fired, never: "
-          f"{[str(k) for k in never]}\n{summary}")
-    if os.environ.get("INTERLACE_CRASH_REPORT"):
-        with open(os.environ["INTERLACE_CRASH_REPORT"], "a") as fh:
-            fh.write(json.dumps({
-                "pipeline": name, "store": store, "seed": seed, "fired": fired,
-                "never": [str(k) for k in never],
-                "trials": [[{"kill": str(r.kill) if r.kill else None, "killed": r.killed,
-                             "seconds": round(r.seconds, 1), "batches": r.batches}
-                            for r in rep.runs] for rep in reports]}) + "\n")
-    assert fired == len(kills), summary
+        return killed_trial(name, store, folder, remaining, spark, want, fresh_trials=True)
+
+    trials = fresh_trials(kills, trial)
+    print(f"\n{name} on {store} (seed {seed}): {trials.fired} kills fired, never: "
+          f"{[str(k) for k in trials.never]}\n{trials.summary()}")
+    append_report(os.environ.get("INTERLACE_CRASH_REPORT"),
+                  trials.record(pipeline=name, store=store, seed=seed))
+    assert trials.fired == len(kills), trials.summary()

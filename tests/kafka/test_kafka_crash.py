@@ -12,8 +12,13 @@ exactly once; the aggregation's table (each region's last value), with no change
 written twice (each ``version`` once). A ``read_uncommitted`` read shows what aborted
 attempts left (the kill inside the transaction), which ``read_committed`` never returns.
 
-CI kills each pipeline five times on one state store each (ten instants);
-``INTERLACE_CRASH_MATRIX=full`` runs both pipelines on both stores with ten seeded kills each.
+CI kills each pipeline five times on one state store each (ten instants), each kill chosen to
+fire. ``INTERLACE_CRASH_MATRIX=full`` runs both pipelines on both stores with ten seeded kills
+each, as ``tests/cli/test_crash_matrix.py`` does: over fresh trials (a new checkpoint and output
+topic each, :func:`interlace.testing.crash.fresh_trials`) until every seeded kill has found a
+run to interrupt, each trial's topic checked against the reference; each case asserts that its
+ten kills fired, and ``INTERLACE_CRASH_REPORT=<file>`` appends its trials (the kills, which
+fired, the batches of each run) to that file (docs/kafka.md, docs/reliability.md).
 """
 
 from __future__ import annotations
@@ -26,7 +31,13 @@ import pytest
 from cli_support import run_here
 from kafka_support import ms, source_toml, spark_toml, target_toml, values, write_pipeline
 
-from interlace.testing.crash import Kill, run_with_kills, seeded_kills
+from interlace.testing.crash import (
+    Kill,
+    append_report,
+    fresh_trials,
+    run_with_kills,
+    seeded_kills,
+)
 from interlace.testing.kafka import create_topic, produce, read_table, read_topic
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka]
@@ -141,27 +152,51 @@ CASES = [(name, store) for name, (*_, ci_store, _kills) in PIPELINES.items()
          for store in (("hdfs", "rocksdb") if FULL else (ci_store,))]
 
 
+def killed_trial(name, store, broker, inputs, want, folder, out, kills, spark, *,
+                 stop_when_finished):
+    """One trial: the pipeline into the fresh topic ``out`` from a fresh checkpoint in
+    ``folder``, killed and restarted per ``kills`` (the finishing run in this process), then
+    ``out`` read back against the reference topic ``want``. With ``stop_when_finished`` the kills
+    stop once a run finishes the inputs (the report's ``unused`` kills are for a fresh trial).
+    """
+    _, pipeline, check, *_ = PIPELINES[name]
+    create_topic(broker.bootstrap, out, 2, compacted=name == "aggregate")
+    write_pipeline(folder, "p", pipeline(broker, inputs, out, store))
+    report = run_with_kills("p.toml", folder, kills, stop_when_finished=stop_when_finished,
+                            finish=lambda: run_here(spark, folder, "p.toml"))
+    check(broker, out, want)
+    # A kill inside a transaction left records that only read_uncommitted returns.
+    if any(r.killed and r.kill.point == "target-uncommitted" for r in report.runs):
+        assert len(read_topic(broker.bootstrap, out, committed=False)) > \
+            len(read_topic(broker.bootstrap, out))
+    return report
+
+
 @pytest.mark.parametrize(("name", "store"), CASES)
 def test_killed_kafka_pipeline_reads_back_exactly_once(name, store, spark, broker, topics,
                                                        tmp_path):
-    make_inputs, pipeline, check, _, ci_kills = PIPELINES[name]
+    make_inputs, pipeline, _, _, ci_kills = PIPELINES[name]
     inputs = make_inputs(broker, topics)
-    want, got = topics("reference"), topics("killed")
-    for t in (want, got):
-        create_topic(broker.bootstrap, t, 2, compacted=name == "aggregate")
+    want = topics("reference")
+    create_topic(broker.bootstrap, want, 2, compacted=name == "aggregate")
     write_pipeline(tmp_path / "reference", "p", pipeline(broker, inputs, want, store))
     run_here(spark, tmp_path / "reference", "p.toml")
-    folder = tmp_path / "killed"
-    write_pipeline(folder, "p", pipeline(broker, inputs, got, store))
-    kills = (seeded_kills(sum(map(ord, f"{name}/{store}")), 10, points=POINTS, max_seconds=5.0)
-             if FULL else ci_kills)
-    report = run_with_kills("p.toml", folder, kills,
-                            finish=lambda: run_here(spark, folder, "p.toml"))
-    print(f"\n{name} on {store}:\n{report.summary()}")
-    if not FULL:
-        assert report.kills == len(kills), report.summary()
-    check(broker, got, want)
-    # The kill inside a transaction left records that only read_uncommitted returns.
-    if any(k.point == "target-uncommitted" for k in kills[:report.kills]):
-        assert len(read_topic(broker.bootstrap, got, committed=False)) > \
-            len(read_topic(broker.bootstrap, got))
+    if not FULL:  # CI: one trial, every kill chosen to fire
+        report = killed_trial(name, store, broker, inputs, want, tmp_path / "killed",
+                              topics("killed"), ci_kills, spark, stop_when_finished=False)
+        print(f"\n{name} on {store}:\n{report.summary()}")
+        assert report.kills == len(ci_kills), report.summary()
+        return
+    seed = sum(map(ord, f"{name}/{store}"))
+    kills = seeded_kills(seed, 10, points=POINTS, max_seconds=5.0)
+
+    def trial(i, remaining):
+        return killed_trial(name, store, broker, inputs, want, tmp_path / f"trial{i}",
+                            topics(f"killed{i}"), remaining, spark, stop_when_finished=True)
+
+    trials = fresh_trials(kills, trial)
+    print(f"\nkafka {name} on {store} (seed {seed}): {trials.fired} kills fired, never: "
+          f"{[str(k) for k in trials.never]}\n{trials.summary()}")
+    append_report(os.environ.get("INTERLACE_CRASH_REPORT"),
+                  trials.record(suite="kafka", pipeline=name, store=store, seed=seed))
+    assert trials.fired == len(kills), trials.summary()
