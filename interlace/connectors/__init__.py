@@ -14,7 +14,7 @@ from a :class:`~interlace.pipeline.Target` and the :class:`TargetContext` of the
 
 The modules, by the ``format`` / ``kind`` they serve (:data:`SOURCES`, :data:`TARGETS`):
 :mod:`.files` (parquet, json, csv, rate), :mod:`.kafka` (a source and a target),
-:mod:`.duckdb`, :mod:`.parquet`, :mod:`.console`; :mod:`.jars` resolves JVM jars (Spark's
+:mod:`.duckdb`, :mod:`.delta` (Delta Lake, with delta-rs), :mod:`.parquet`, :mod:`.console`; :mod:`.jars` resolves JVM jars (Spark's
 Kafka connector) from Maven. A new connector is a new module here, its name in the table
 below, and its ``format`` / ``kind`` in :mod:`interlace.pipeline.parts`.
 """
@@ -33,7 +33,8 @@ __all__ = ["SOURCES", "TARGETS", "TargetContext", "make_target", "read_source"]
 SOURCES = {"parquet": "files", "json": "files", "csv": "files", "rate": "files",
            "kafka": "kafka"}
 #: Target ``kind`` -> the module that writes it.
-TARGETS = {"duckdb": "duckdb", "parquet": "parquet", "console": "console", "kafka": "kafka"}
+TARGETS = {"duckdb": "duckdb", "parquet": "parquet", "console": "console", "kafka": "kafka",
+           "delta": "delta"}
 
 
 def _module(name: str) -> Any:

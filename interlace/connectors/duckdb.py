@@ -24,6 +24,7 @@ __all__ = [
     "CHANGELOG_OPS",
     "DELETED_TABLE_PREFIX",
     "DuckDBTarget",
+    "check_changelog_columns",
     "duckdb_type",
     "target",
 ]
@@ -61,6 +62,30 @@ def duckdb_type(spark_type: Any) -> str:
     if isinstance(spark_type, T.DecimalType):
         return f"DECIMAL({spark_type.precision},{spark_type.scale})"
     return "VARCHAR"
+
+
+def check_changelog_columns(key: Sequence[str], by_group: bool, names: Sequence[str]) -> None:
+    """Reject a changelog target without a key or without ``op`` / ``version`` columns.
+
+    ``by_group``: a table aggregation's changelog, whose key may be empty (one global group).
+    """
+    if not key and not by_group:
+        msg = (
+            f"a changelog target needs `key`: the columns each change applies to (got "
+            f"key={list(key)}); set key = [...] to the join's key columns"
+        )
+        raise ValueError(msg)
+    absent = [c for c in (OP_COLUMN, VERSION_COLUMN) if c not in names]
+    if absent:
+        msg = (
+            f"a changelog has columns {OP_COLUMN!r} and {VERSION_COLUMN!r} (SEMANTICS §9); "
+            f"the output lacks {absent} (its columns: {list(names)})"
+        )
+        raise ValueError(msg)
+    clash = [k for k in key if k in (OP_COLUMN, VERSION_COLUMN)]
+    if clash:
+        msg = f"`key` must not include the changelog column(s) {clash}; key the rows by data"
+        raise ValueError(msg)
 
 
 def _ident(name: str) -> str:
@@ -246,24 +271,7 @@ class DuckDBTarget:
         return _ident(DELETED_TABLE_PREFIX + self.table)
 
     def _check_changelog_schema(self, names: Sequence[str]) -> None:
-        """Reject a changelog target without a key or without ``op`` / ``version`` columns."""
-        if not self.key and not self.by_group:
-            msg = (
-                f"a changelog target needs `key`: the columns each change applies to (got "
-                f"key={list(self.key)}); set key = [...] to the join's key columns"
-            )
-            raise ValueError(msg)
-        absent = [c for c in (OP_COLUMN, VERSION_COLUMN) if c not in names]
-        if absent:
-            msg = (
-                f"a changelog has columns {OP_COLUMN!r} and {VERSION_COLUMN!r} (SEMANTICS §9); "
-                f"the output lacks {absent} (its columns: {list(names)})"
-            )
-            raise ValueError(msg)
-        clash = [k for k in self.key if k in (OP_COLUMN, VERSION_COLUMN)]
-        if clash:
-            msg = f"`key` must not include the changelog column(s) {clash}; key the rows by data"
-            raise ValueError(msg)
+        check_changelog_columns(self.key, self.by_group, names)
 
     def _apply_changelog(self, con: Any, pdf: Any) -> int:
         """Apply one batch of changes by key, the highest version winning (class docstring)."""

@@ -296,7 +296,7 @@ class Pipeline:
     def resolved_target(self) -> Target:
         """Return :attr:`target` with its defaults filled in (path, table, key).
 
-        The default ``key`` of a duckdb or kafka target: ``(window_start, window_end,
+        The default ``key`` of a duckdb, delta or kafka target: ``(window_start, window_end,
         *group_by)`` for a window under ``late_data="reopen"``; the key columns for a join
         whose output is a changelog
         (:attr:`~interlace.pipeline.kinds.JoinKind.changelog_key`); the group columns for a
@@ -305,7 +305,7 @@ class Pipeline:
         if self.stages:
             return self.final_stage().resolved_target()
         t = self.target
-        if t.kind not in ("duckdb", "kafka"):
+        if t.kind not in ("duckdb", "kafka", "delta"):
             return t
         key = t.key
         if key is None and self.window is not None and self.window.late_data == "reopen":
@@ -316,7 +316,7 @@ class Pipeline:
             key = tuple(self.aggregate.group_by)  # a changelog by group (SEMANTICS §10)
         if key is None and changelog_key is not None:
             key = changelog_key(self.join)  # a changelog is applied by its key (kinds.py)
-        if t.kind == "kafka":  # the record key; the topic is in its options
+        if t.kind in ("kafka", "delta"):  # the record key / MERGE key; no table name
             return dataclasses.replace(t, key=key or None)
         return dataclasses.replace(
             t,

@@ -52,12 +52,14 @@ KafkaValueFormat = Literal["raw", "json"]
 KafkaKeyFormat = Literal["string", "json"]
 """How a JSON Kafka source's record keys are read: one ``key STRING`` column, or JSON."""
 
-TargetKind = Literal["duckdb", "parquet", "console", "kafka"]
+TargetKind = Literal["duckdb", "parquet", "console", "kafka", "delta"]
 """Where the output goes.
 
 * ``"kafka"``: a topic, exactly once (Kafka transactions; ``options``:
   ``kafka.bootstrap.servers`` and ``topic``; docs/kafka.md).
 * ``"duckdb"``: a table in a DuckDB file, upserted on ``key`` when one is set.
+* ``"delta"``: a Delta Lake table at ``path``, exactly once (appends, or a MERGE by ``key``;
+  docs/delta.md).
 * ``"parquet"``: Parquet files appended under ``path``.
 * ``"console"``: printed (debugging).
 """
@@ -310,15 +312,17 @@ class Target:
     Args:
         kind: See :data:`TargetKind`.
         path: The DuckDB file (default ``interlace.duckdb``; for ``[dead_letter]``, the
-            target's file) or the Parquet folder (required).
+            target's file), the Parquet folder or the Delta table (required for both).
         table: DuckDB table (default: the pipeline name with non-identifier characters
             replaced by ``_``; for ``[dead_letter]`` that plus ``_dead_letters``).
-        key: DuckDB and Kafka: the natural key rows are upserted on (Kafka: the record
+            A delta target's table is its ``path`` (a folder or URI).
+        key: DuckDB, Delta and Kafka: the natural key rows are upserted on (Kafka: the record
             key). Windows under ``late_data="reopen"`` default to ``(window_start,
             window_end, *group_by)``, so re-emitted windows replace their earlier rows; a
             join whose output is a changelog, to its key columns (applied by ``version``,
             docs/targets.md); otherwise rows are appended.
-        options: Writer options (strings).
+        options: Writer options (strings); a delta target's are delta-rs storage options
+            (credentials, region, ...).
 
     """
 
@@ -334,9 +338,11 @@ class Target:
         check_str("table", self.table)
         object.__setattr__(self, "key", as_name_tuple("key", self.key, allow_none=True))
         object.__setattr__(self, "options", as_str_map("options", self.options))
-        if self.kind == "parquet" and self.path is None:
+        if self.kind in ("parquet", "delta") and self.path is None:
+            what = ("the folder to write" if self.kind == "parquet"
+                    else "the Delta table's folder or URI")
             msg = (
-                "`path` is required for a parquet target (the folder to write); e.g. "
+                f"`path` is required for a {self.kind} target ({what}); e.g. "
                 'path = "out/orders_payments"'
             )
             raise ConfigError(msg)
@@ -354,6 +360,11 @@ class Target:
                     msg = (f"`{fname}` does not apply to a kafka target (got {fname}="
                            f"{getattr(self, fname)!r}); the topic is options.topic")
                     raise ConfigError(msg)
+        elif self.kind == "delta":
+            if self.table is not None:
+                msg = (f"`table` does not apply to a delta target (got table={self.table!r}); "
+                       "the table is its `path`")
+                raise ConfigError(msg)
         elif self.kind != "duckdb":
             for fname in ("table", "key"):
                 if getattr(self, fname) is not None:
