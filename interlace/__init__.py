@@ -7,6 +7,7 @@ Public API::
     from interlace import ForeignKeyJoin, foreign_key_join
     from interlace import TableAggregate, table_aggregate
     from interlace import kafka_input, kafka_writer, to_kafka_columns   # docs/kafka.md
+    from interlace import delta_writer                                  # docs/delta.md
 """
 
 import importlib.util as _importlib_util
@@ -25,6 +26,7 @@ else:
 
     require_supported_pyspark()
 
+from interlace.connectors.delta import delta_writer
 from interlace.connectors.kafka import kafka_input, kafka_writer, to_kafka_columns
 from interlace.inspection import inspect
 from interlace.operators import (
@@ -83,6 +85,7 @@ __all__ = [
     "Target",
     "Window",
     "WindowOperator",
+    "delta_writer",
     "foreign_key_join",
     "inspect",
     "kafka_input",

@@ -14,9 +14,10 @@ from a :class:`~interlace.pipeline.Target` and the :class:`TargetContext` of the
 
 The modules, by the ``format`` / ``kind`` they serve (:data:`SOURCES`, :data:`TARGETS`):
 :mod:`.files` (parquet, json, csv, rate), :mod:`.kafka` (a source and a target),
-:mod:`.duckdb`, :mod:`.delta` (Delta Lake, with delta-rs), :mod:`.parquet`, :mod:`.console`; :mod:`.jars` resolves JVM jars (Spark's
-Kafka connector) from Maven. A new connector is a new module here, its name in the table
-below, and its ``format`` / ``kind`` in :mod:`interlace.pipeline.parts`.
+:mod:`.duckdb`, :mod:`.delta` (Delta Lake, with delta-rs), :mod:`.parquet`, :mod:`.console`;
+:mod:`.jars` resolves JVM jars (Spark's Kafka connector, Delta's Spark reader) from Maven. A
+new connector is a new module here, its name in the table below, and its ``format`` /
+``kind`` in :mod:`interlace.pipeline.parts`.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """JVM jars from Maven Central, resolved with ``mvn`` into a cached folder.
 
-Two sets: Spark's Kafka connector for a PySpark line (:func:`connector_jars`, what
+Three sets: Delta Lake's Spark connector for a PySpark line (:func:`delta_spark_jars`, to read
+a Delta table with Spark), Spark's Kafka connector for a PySpark line (:func:`connector_jars`, what
 ``spark.jars`` needs to read and write topics) and an Apache Kafka broker
 (:func:`broker_jars`, what :mod:`interlace.testing.kafka` starts with ``java``). Each set is a
 small generated ``pom.xml`` resolved by ``mvn dependency:copy-dependencies`` into
@@ -27,6 +28,7 @@ __all__ = [
     "broker_jars",
     "connector_jars",
     "connector_version_for",
+    "delta_spark_jars",
     "jars_cache",
 ]
 
@@ -140,6 +142,33 @@ def connector_jars(spark_version: str | None = None) -> list[Path]:
     return _resolve(f"spark-kafka-{spark_version}", deps, CONNECTOR_ARTIFACTS)
 
 
+#: Per Spark line, Delta Lake's Spark connector (``io.delta``) that Maven Central serves here:
+#: delta-spark 4.4 is built per Spark line (4.0 to 4.2); 3.3 for Spark 3.5; none for 4.3.
+DELTA_SPARK = {"3.5": ("delta-spark_2.13", "3.3.2"), "4.0": ("delta-spark_4.0_2.13", "4.4.0"),
+               "4.1": ("delta-spark_4.1_2.13", "4.4.0"), "4.2": ("delta-spark_4.2_2.13", "4.4.0")}
+
+
+def delta_spark_jars(pyspark_version: str | None = None) -> list[Path]:
+    """Delta Lake's Spark reader and writer for a PySpark line (:data:`DELTA_SPARK`).
+
+    interlace writes Delta with delta-rs (no jars); these are for reading a table with
+    ``spark.read.format("delta")`` (docs/delta.md). A line without one raises, naming it.
+    """
+    if pyspark_version is None:
+        import pyspark
+
+        pyspark_version = pyspark.__version__
+    line = ".".join(pyspark_version.split(".")[:2])
+    if line not in DELTA_SPARK:
+        msg = (f"no Delta Lake Spark connector is served for PySpark {line} (delta-spark "
+               f"{', '.join(f'{v[1]} for {k}' for k, v in DELTA_SPARK.items())}); read the "
+               "table with delta-rs, polars or DuckDB, or on one of those lines")
+        raise RuntimeError(msg)
+    artifact, version = DELTA_SPARK[line]
+    return _resolve(f"delta-spark-{line}-{version}", [("io.delta", artifact, version)],
+                    (artifact, "delta-storage"))
+
+
 def broker_jars(version: str = BROKER_VERSION) -> list[Path]:
     """An Apache Kafka broker (KRaft) and an SLF4J binding for its log."""
     deps = [("org.apache.kafka", "kafka_2.13", version),
@@ -149,15 +178,18 @@ def broker_jars(version: str = BROKER_VERSION) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``connector [VERSION]`` or ``broker [VERSION]``: resolve, print the jars."""
+    """``connector``, ``broker`` or ``delta-spark`` ``[VERSION]``: resolve, print the jars."""
     args = list(sys.argv[1:] if argv is None else argv)
     what = args[0] if args else "connector"
     if what == "connector":
         jars = connector_jars(args[1] if len(args) > 1 else None)
     elif what == "broker":
         jars = broker_jars(*args[1:2])
+    elif what == "delta-spark":
+        jars = delta_spark_jars(*args[1:2])
     else:
-        print("usage: python -m interlace.connectors.jars [connector|broker] [VERSION]",
+        print("usage: python -m interlace.connectors.jars [connector|broker|delta-spark] "
+              "[VERSION]",
               file=sys.stderr)
         return 2
     print(",".join(str(j) for j in jars))

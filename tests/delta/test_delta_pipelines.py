@@ -170,6 +170,7 @@ def test_a_foreign_key_join_changelog_converges(spark, tmp_path, tee):
     assert all("op" not in r for r in got.values())
 
 
+@pytest.mark.compat
 def test_a_table_aggregation_converges_deletes_included(spark, tmp_path, tee):
     pipeline = setup_aggregate(tmp_path, spark)
     path = tmp_path / pipeline

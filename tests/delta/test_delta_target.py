@@ -29,6 +29,10 @@ from interlace.connectors.delta import DeltaTarget
 from interlace.connectors.duckdb import DuckDBTarget
 from interlace.pipeline import Target
 
+#: Cheap and Spark-free: the compatibility tier runs it beside each older PySpark line's
+#: pyarrow and pandas (.ci/compat).
+pytestmark = pytest.mark.compat
+
 T0 = dt.datetime(2026, 1, 1)
 
 CHANGES = T.StructType([
@@ -43,7 +47,8 @@ GROUPS = T.StructType([
     T.StructField("version", T.LongType()),
 ])
 WINDOWS = T.StructType([
-    T.StructField("window_start", T.TimestampType()), T.StructField("window_end", T.TimestampType()),
+    T.StructField("window_start", T.TimestampType()),
+    T.StructField("window_end", T.TimestampType()),
     T.StructField("user", T.StringType()), T.StructField("n", T.LongType()),
     T.StructField("revision", T.LongType()), T.StructField("retracted", T.BooleanType()),
 ])
