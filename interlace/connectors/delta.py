@@ -92,6 +92,7 @@ class DeltaTarget:
     attempts: int = 5
     written: dict[int, int] = field(default_factory=dict)
     schema: Any = None  # the table's Arrow schema, once prepared
+    _table: Any = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         self.app_id = self.app_id or f"interlace.{self.pipeline}"
@@ -192,7 +193,13 @@ class DeltaTarget:
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _open(self) -> Any:
-        return _deltalake().DeltaTable(self.path, storage_options=self.storage_options or None)
+        """The table at its newest version (kept between batches: only new commits are read)."""
+        if self._table is None:
+            self._table = _deltalake().DeltaTable(self.path,
+                                                  storage_options=self.storage_options or None)
+        else:
+            self._table.update_incremental()
+        return self._table
 
     def _commit(self, batch_id: int) -> Any:
         dl = _deltalake()

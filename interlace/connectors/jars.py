@@ -143,8 +143,9 @@ def connector_jars(spark_version: str | None = None) -> list[Path]:
 
 
 #: Per Spark line, Delta Lake's Spark connector (``io.delta``) that Maven Central serves here:
-#: delta-spark 4.4 is built per Spark line (4.0 to 4.2); 3.3 for Spark 3.5; none for 4.3.
-DELTA_SPARK = {"3.5": ("delta-spark_2.13", "3.3.2"), "4.0": ("delta-spark_4.0_2.13", "4.4.0"),
+#: delta-spark 4.4 is built per Spark line (4.0 to 4.2); 3.3 for Spark 3.5 (whose pyspark wheel
+#: ships Scala 2.12); none for 4.3.
+DELTA_SPARK = {"3.5": ("delta-spark_2.12", "3.3.2"), "4.0": ("delta-spark_4.0_2.13", "4.4.0"),
                "4.1": ("delta-spark_4.1_2.13", "4.4.0"), "4.2": ("delta-spark_4.2_2.13", "4.4.0")}
 
 
@@ -165,7 +166,7 @@ def delta_spark_jars(pyspark_version: str | None = None) -> list[Path]:
                "table with delta-rs, polars or DuckDB, or on one of those lines")
         raise RuntimeError(msg)
     artifact, version = DELTA_SPARK[line]
-    return _resolve(f"delta-spark-{line}-{version}", [("io.delta", artifact, version)],
+    return _resolve(f"{artifact}-{version}", [("io.delta", artifact, version)],
                     (artifact, "delta-storage"))
 
 
