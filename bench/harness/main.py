@@ -60,6 +60,8 @@ COMMANDS: dict[str, str | dict[str, tuple[str, str]]] = {
     "inspect": "harness.tools.inspect_scale",
     "latency": "harness.tools.latency",
     "kafka": "harness.tools.kafka",
+    "kafka-latency": "harness.tools.kafka_latency",
+    "delta": "harness.tools.delta",
 }
 
 HELP = {
@@ -79,6 +81,10 @@ HELP = {
                "interlace",
     "kafka": "Kafka topics in and out on a real broker: native vs interlace, the broker's "
              "cost, the exactly-once target's",
+    "kafka-latency": "latency's join and tumbling window on a real broker (produced to a "
+                     "topic, read back from one): native vs interlace, the broker's floor",
+    "delta": "a micro-batch into Delta vs Parquet, DuckDB and a hand-written delta-rs MERGE "
+             "(no Spark)",
 }
 
 

@@ -694,3 +694,32 @@ def test_latency_run_reports_a_chains_first_query_beside_its_output_query(
         latency.main(["--engines", "native,flor"])
     with pytest.raises(SystemExit, match="--workloads: unknown sesion; choose of join-inner"):
         latency.main(["--workloads", "session,sesion"])
+
+
+def test_kafka_latency_inputs_and_options() -> None:
+    """``bench/run.py kafka-latency``: the join's right record carries the key of a
+    left record produced 0-5 s (at the rate) earlier, none below 0; the window's keys cycle
+    over 100; an unknown engine is refused before the broker starts; the medians of the runs
+    are :func:`latency.medians`' (one rule for both sources)."""
+    from harness.tools import kafka_latency, latency
+
+    rate = 100
+    ticks = [kafka_latency.records("join-inner", i, rate, 0.0) for i in range(2_000)]
+    assert all(t[0][2]["lid"] == i for i, t in enumerate(ticks))
+    delays = [i - t[1][2]["rid"] for i, t in enumerate(ticks) if len(t) == 2]
+    assert len(delays) > 1_000 and all(0 <= d < latency.DELAY_S * rate for d in delays)
+    assert any(len(t) == 1 for t in ticks) and all(t[1][0] == "right" for t in ticks[-10:])
+    ((side, key, value),) = kafka_latency.records("tumbling", 205, rate, 0.0)
+    assert (side, key, value["k"], value["v"], value["ts"]) == (
+        "clicks", "5", 5, 205, "1970-01-01T00:00:00.000000Z")
+    args = kafka_latency.parser().parse_args([])
+    assert (args.workloads, args.engines, args.repeats) == (
+        "join-inner,tumbling", "passthrough,native,interlace", 3)
+    assert set(kafka_latency.WORKLOADS) <= set(latency.WORKLOADS)  # the same definitions
+    with pytest.raises(SystemExit, match="--engines: unknown floor; "
+                       "choose of passthrough, native, interlace, interlace-eo"):
+        kafka_latency.main(["--engines", "native,floor"])
+    runs = [{"workload": "tumbling", "engine": "native", "rate": 1000, "store": "hdfs",
+             "p50_ms": p, "p99_ms": 2 * p, "repeat": i} for i, p in enumerate((900, 700, 800))]
+    point = latency.median_points(runs)[("tumbling", "native", "hdfs", 1000)]
+    assert (point["p50_ms"], point["p99_ms"], point["repeats"]) == (800, 1600, 3)

@@ -29,6 +29,9 @@ it: native in one query, interlace as two queries joined by a channel, as
 lag, 6 s, plus the lateness: 8 s).
 
     .venv/bin/python bench/run.py latency --rates 1000,4000 --stores hdfs
+
+``bench/run.py kafka-latency`` measures ``join-inner`` and ``tumbling`` the same way on a real
+broker, topics in and a topic out (:mod:`harness.tools.kafka_latency`).
 """
 
 from __future__ import annotations
@@ -409,15 +412,25 @@ def medians(files: list[Path]) -> dict[tuple[str, str, str, int], dict[str, Any]
             if key not in runs or runs[key][0] != f:
                 runs[key] = (f, [])
             runs[key][1].append(r)
-    points = {}
-    for key, (_, rs) in runs.items():
-        point = dict(rs[-1], repeats=len(rs))
-        point.pop("repeat", None)
-        for h in ("p50_ms", "p95_ms", "p99_ms", "max_ms", "processed_per_s", "batch_ms_p50",
-                  "upstream_batch_ms_p50"):
-            point[h] = _median([r[h] for r in rs if r.get(h) is not None])
-        points[key] = point
-    return points
+    return {key: _point(rs) for key, (_, rs) in runs.items()}
+
+
+def median_points(rows: list[dict[str, Any]]) -> dict[tuple[str, str, str, int], dict[str, Any]]:
+    """:func:`medians` of the runs of one measurement (summaries, not files)."""
+    runs: dict[tuple[str, str, str, int], list[dict[str, Any]]] = {}
+    for r in rows:
+        runs.setdefault((r["workload"], r["engine"], r["store"], r["rate"]), []).append(r)
+    return {key: _point(rs) for key, rs in runs.items()}
+
+
+def _point(rs: list[dict[str, Any]]) -> dict[str, Any]:
+    """One point: its last run's fields, each figure the median over its runs."""
+    point = dict(rs[-1], repeats=len(rs))
+    point.pop("repeat", None)
+    for h in ("p50_ms", "p95_ms", "p99_ms", "max_ms", "processed_per_s", "batch_ms_p50",
+              "upstream_batch_ms_p50"):
+        point[h] = _median([r[h] for r in rs if r.get(h) is not None])
+    return point
 
 
 def plot(files: list[Path], png: Path) -> list[dict[str, Any]]:
@@ -511,9 +524,10 @@ def schedule(engines: list[str], repeats: int) -> list[tuple[int, str]]:
                                                          else engines[::-1])]
 
 
-def _table(rows: list[dict[str, Any]], last: str = "repeat") -> str:
+def _table(rows: list[dict[str, Any]], last: str = "repeat",
+           middle: tuple[str, ...] = ("upstream_batch_ms_p50",)) -> str:
     head = ("workload", "rate", "store", "engine", "p50_ms", "p95_ms", "p99_ms", "max_ms",
-            "processed_per_s", "rows_out", "batch_ms_p50", "upstream_batch_ms_p50", last)
+            "processed_per_s", "rows_out", "batch_ms_p50", *middle, last)
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     lines += ["| " + " | ".join(str(r.get(h)) for h in head) + " |" for r in rows]
     return "\n".join(lines)
