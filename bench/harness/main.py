@@ -62,6 +62,7 @@ COMMANDS: dict[str, str | dict[str, tuple[str, str]]] = {
     "kafka": "harness.tools.kafka",
     "kafka-latency": "harness.tools.kafka_latency",
     "delta": "harness.tools.delta",
+    "delta-spark": "harness.tools.delta_spark",
 }
 
 HELP = {
@@ -85,6 +86,8 @@ HELP = {
                      "topic, read back from one): native vs interlace, the broker's floor",
     "delta": "a micro-batch into Delta vs Parquet, DuckDB and a hand-written delta-rs MERGE "
              "(no Spark)",
+    "delta-spark": "into Delta on Spark: delta_writer vs delta-spark's MERGE in foreachBatch "
+                   "(a line delta-spark is served for)",
 }
 
 

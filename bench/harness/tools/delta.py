@@ -25,9 +25,9 @@ per engine from its best run (lowest total): the median and p90 milliseconds per
 Each run's final tables are checked: ``delta`` and ``hand`` hold the DuckDB table's rows.
 Results: ``bench/results/<date>-delta.md`` and ``.json``.
 
-``--spark`` measures on Spark instead (:mod:`harness.tools.delta_spark`): the changelog
-stream from files into Delta through ``foreachBatch``, interlace's :func:`delta_writer`
-against the MERGE users write with Spark's own Delta (delta-spark).
+``bench/run.py delta-spark`` (:mod:`harness.tools.delta_spark`) measures on Spark: the
+changelog stream from files into Delta through ``foreachBatch``, interlace's
+:func:`delta_writer` against the MERGE users write with Spark's own Delta (delta-spark).
 """
 
 from __future__ import annotations
@@ -62,9 +62,6 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--runs", type=int, default=3, help="repeats (fresh tables each)")
     ap.add_argument("--outputs", default="append,changelog")
     ap.add_argument("--out", type=Path, help="result file stem (default bench/results/<date>)")
-    ap.add_argument("--spark", action="store_true",
-                    help="on Spark instead: foreachBatch with delta_writer vs the hand-written "
-                         "delta-spark MERGE (a PySpark line delta-spark is served for)")
     return ap
 
 
@@ -212,10 +209,6 @@ def run_once(output: str, frames: list[pd.DataFrame], work: Path,
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    if args.spark:
-        from harness.tools.delta_spark import main as spark_main
-
-        return spark_main(args, argv)
     import deltalake
     import duckdb
 

@@ -1,6 +1,6 @@
-"""``bench/run.py delta --spark``: into Delta on Spark, ``delta_writer`` vs delta-spark's MERGE.
+"""``bench/run.py delta-spark``: into Delta on Spark, ``delta_writer`` vs delta-spark's MERGE.
 
-    COMPAT_RUN='python bench/run.py delta --spark' bash .ci/compat 4.2   # delta-spark 4.4 jars
+    COMPAT_RUN='python bench/run.py delta-spark' bash .ci/compat 4.2   # delta-spark 4.4 jars
 
 The changelog of :func:`harness.tools.delta.batches` (``--rows`` a batch, ``--batches``,
 ``--keys``) as Parquet files, one per micro-batch (increasing mtimes), read by a stream
@@ -21,6 +21,7 @@ by run. Both tables must hold the same rows at the end. A session with delta-spa
 
 from __future__ import annotations
 
+import argparse
 import datetime as dt
 import json
 import os
@@ -107,7 +108,20 @@ def _run(spark: Any, engine: str, inputs: Path, work: Path) -> tuple[list[float]
     return times, rows.sort_values("id").reset_index(drop=True)
 
 
-def main(args: Any, argv: list[str] | None) -> int:
+def parser() -> argparse.ArgumentParser:
+    """``bench/run.py delta-spark --help``."""
+    ap = argparse.ArgumentParser(prog="bench/run.py delta-spark",
+                                 description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rows", type=int, default=10_000, help="changes per micro-batch")
+    ap.add_argument("--batches", type=int, default=10)
+    ap.add_argument("--keys", type=int, default=50_000)
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--out", type=Path, help="result file stem")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
     import pyspark
 
     from harness.tools.delta import RESULTS, batches
@@ -135,11 +149,13 @@ def main(args: Any, argv: list[str] | None) -> int:
         spark.stop()
         shutil.rmtree(work, ignore_errors=True)
     best = {e: min(v, key=sum) for e, v in runs.items()}
-    res = {e: {"median_ms": float(np.median(v) * 1000), "p90_ms": float(np.percentile(v, 90) * 1000),
+    res = {e: {"median_ms": float(np.median(v) * 1000),
+               "p90_ms": float(np.percentile(v, 90) * 1000),
                "total_s": float(sum(v))} for e, v in best.items()}
     meta = {"rows": args.rows, "batches": args.batches, "keys": args.keys, "runs": args.runs,
             "pyspark": pyspark.__version__, "took_s": round(time.time() - started, 1),
-            "command": "bench/run.py delta " + " ".join(argv if argv is not None else sys.argv[2:])}
+            "command": "bench/run.py delta-spark " + " ".join(
+                argv if argv is not None else sys.argv[2:])}
     stem = args.out or RESULTS / f"{dt.date.today().isoformat()}-delta-spark"
     ratio = res["interlace"]["median_ms"] / res["delta-spark"]["median_ms"]
     text = "\n".join([
