@@ -90,6 +90,9 @@ class DeltaTarget:
     storage_options: dict[str, str] = field(default_factory=dict)
     app_id: str = ""
     attempts: int = 5
+    #: The time zone of the batch's naive timestamps (``toPandas`` hands over the Spark
+    #: session's wall-clock times; ``interlace run`` and ``local_session`` use UTC).
+    time_zone: str = "UTC"
     written: dict[int, int] = field(default_factory=dict)
     schema: Any = None  # the table's Arrow schema, once prepared
     _table: Any = field(default=None, repr=False)
@@ -224,7 +227,14 @@ class DeltaTarget:
         schema = self.schema
         for name in extra:
             schema = schema.append(pa.field(name, pa.string()))
-        return pa.Table.from_pandas(pdf[schema.names], schema=schema, preserve_index=False)
+        pdf = pdf[schema.names]
+        if self.time_zone.upper() not in ("UTC", "Z", "+00:00", "ETC/UTC"):
+            naive = [c for c in pdf.columns if pa.types.is_timestamp(schema.field(c).type)
+                     and getattr(pdf[c].dtype, "kind", "") == "M"]  # numpy: naive
+            pdf = pdf.assign(**{c: pdf[c].dt.tz_localize(self.time_zone, ambiguous="NaT",
+                                                         nonexistent="NaT").dt.tz_convert("UTC")
+                                for c in naive})
+        return pa.Table.from_pandas(pdf, schema=schema, preserve_index=False)
 
     def _merge(self, table: Any, source: Any, on: Sequence[str], null_safe: bool,
                batch_id: int) -> Any:
@@ -350,8 +360,19 @@ def target(spec: Any, ctx: Any) -> DeltaTarget:
         tuple(spec.key) if spec.key else tuple(ctx.default_key),
         window_groups=None if ctx.window_groups is None else tuple(ctx.window_groups),
         changelog=ctx.changelog, by_group=ctx.by_group,
-        storage_options=dict(spec.options),
+        storage_options=dict(spec.options), time_zone=_session_time_zone(),
     )
+
+
+def _session_time_zone() -> str:
+    """The active Spark session's time zone (``toPandas`` hands over its wall-clock times)."""
+    try:
+        from pyspark.sql import SparkSession
+
+        spark = SparkSession.getActiveSession()
+    except Exception:  # pragma: no cover - no pyspark, no session: the runner's UTC
+        return "UTC"
+    return (spark.conf.get("spark.sql.session.timeZone") if spark is not None else None) or "UTC"
 
 
 def delta_writer(path: str, name: str, *, key: Sequence[str] = (), changelog: bool = False,
@@ -364,7 +385,8 @@ def delta_writer(path: str, name: str, *, key: Sequence[str] = (), changelog: bo
     table records ``interlace.<name>`` with each batch id): keep it across restarts of the
     query (and its checkpoint), and give two queries writing one table two names. The batch is
     collected to the driver (``toPandas``); the table is created (or checked) on the first
-    call, with that batch's schema.
+    call, with that batch's schema, and its timestamps are read in the session's
+    ``spark.sql.session.timeZone`` (stored as UTC).
 
     Args:
         path: The table's folder or URI.
@@ -391,6 +413,7 @@ def delta_writer(path: str, name: str, *, key: Sequence[str] = (), changelog: bo
 
     def write(df: Any, batch_id: int) -> None:
         if writer.schema is None:
+            writer.time_zone = df.sparkSession.conf.get("spark.sql.session.timeZone") or "UTC"
             writer.prepare(df.schema)
         writer.write(df.toPandas(), batch_id)
 

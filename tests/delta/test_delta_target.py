@@ -247,6 +247,15 @@ def test_appends_once_per_batch_and_a_replayed_batch_changes_nothing(tmp_path):
     assert str(table.to_pyarrow_table().schema.field("ts").type) == "timestamp[us, tz=UTC]"
 
 
+def test_naive_timestamps_are_read_in_the_sessions_time_zone_and_stored_as_utc(tmp_path):
+    """``toPandas`` hands over the session's wall-clock times: 10:00 in New York is 15:00 UTC."""
+    target = DeltaTarget(str(tmp_path / "t"), "p", time_zone="America/New_York")
+    target.prepare(JOINED)
+    target.write(joined_frame().iloc[:1].assign(ts=pd.Timestamp("2026-01-01 10:00:00")), 0)
+    stored = DeltaTable(str(tmp_path / "t")).to_pyarrow_table().column("ts").to_pylist()
+    assert stored == [dt.datetime(2026, 1, 1, 15, 0, tzinfo=dt.timezone.utc)]
+
+
 def test_polars_and_duckdb_read_the_table_as_deltalake_does(tmp_path):
     pair = Pair(tmp_path, CHANGES, key=("id", "region"), changelog=True)
     pair.write(change_frame([change("upsert", ("a", 1), 0, "x", 1),
@@ -365,3 +374,15 @@ def test_make_target_builds_a_delta_target_from_the_pipeline_spec(tmp_path):
     assert (t.path, t.key, t.changelog, t.app_id) == (
         str(tmp_path / "lake/joined"), ("id",), True, "interlace.orders")
     assert t.storage_options == {"AWS_REGION": "eu-west-1"}
+
+
+def test_dead_letters_into_delta_are_appended_once_per_batch(tmp_path):
+    """``[dead_letter] kind = "delta"``: the runner's dead-letter schema, appended."""
+    spec = Target(kind="delta", path="out/letters")
+    t = make_target(spec, "orders", base=tmp_path, default_table="orders_dead_letters")
+    t.prepare(T.StructType([T.StructField("dead_letter", T.StringType())]))
+    letters = pd.DataFrame({"dead_letter": ['{"reason": "late"}', '{"reason": "null_key"}']})
+    assert t.write(letters, 3) == 2
+    assert t.write(letters, 3) == 0  # replayed
+    assert sorted(DeltaTable(str(tmp_path / "out/letters")).to_pandas()["dead_letter"]) == [
+        '{"reason": "late"}', '{"reason": "null_key"}']
