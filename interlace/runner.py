@@ -205,6 +205,7 @@ class _StageQuery:
                     p.join is not None and join_kind(p.join).changelog_key is not None),
                 by_group=p.aggregate is not None,
                 session=p.window is not None and p.window.kind == "session",
+                fresh_checkpoint=not any((checkpoint / "offsets").glob("[0-9]*")),
             )
             target.prepare(normal_schema)
             self.target = target

@@ -60,6 +60,8 @@ class TargetContext:
         changelog: The rows are a changelog (``op``, ``version``; SEMANTICS §9, §10).
         by_group: That changelog is a table aggregation's, keyed by its group columns.
         session: The rows are session windows' (their bounds are no stable key).
+        fresh_checkpoint: The query's checkpoint holds no batch yet (Spark starts at batch 0):
+            a target that records batch ids refuses one that already holds this pipeline's.
     """
 
     pipeline: str
@@ -70,12 +72,13 @@ class TargetContext:
     changelog: bool = False
     by_group: bool = False
     session: bool = False
+    fresh_checkpoint: bool = False
 
 
 def make_target(spec: Any, pipeline: str, *, base: Path, default_table: str,
                 default_key: Sequence[str] = (), window_groups: Sequence[str] | None = None,
                 changelog: bool = False, by_group: bool = False,
-                session: bool = False) -> Any:
+                session: bool = False, fresh_checkpoint: bool = False) -> Any:
     """Build a target from a pipeline's ``[target]`` / ``[dead_letter]`` settings.
 
     ``window_groups``: the window's ``group_by`` columns when the rows are window output.
@@ -86,5 +89,5 @@ def make_target(spec: Any, pipeline: str, *, base: Path, default_table: str,
     """
     ctx = TargetContext(pipeline, base, default_table, tuple(default_key),
                         None if window_groups is None else tuple(window_groups),
-                        changelog, by_group, session)
+                        changelog, by_group, session, fresh_checkpoint)
     return _module(TARGETS[spec.kind]).target(spec, ctx)

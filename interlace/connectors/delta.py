@@ -90,6 +90,9 @@ class DeltaTarget:
     storage_options: dict[str, str] = field(default_factory=dict)
     app_id: str = ""
     attempts: int = 5
+    #: The query's checkpoint is new (its batch ids start at 0 again): refuse a table that
+    #: already records batches of ``app_id``, whose ids the new batches would be skipped as.
+    fresh_checkpoint: bool = False
     #: The time zone of the batch's naive timestamps (``toPandas`` hands over the Spark
     #: session's wall-clock times; ``interlace run`` and ``local_session`` use UTC).
     time_zone: str = "UTC"
@@ -129,6 +132,15 @@ class DeltaTarget:
         if dl.DeltaTable.is_deltatable(self.path, storage_options=opts):
             table = dl.DeltaTable(self.path, storage_options=opts)
             self._check_schema(table, arrow)
+            done = table.transaction_version(self.app_id)
+            if self.fresh_checkpoint and done is not None:
+                msg = (
+                    f"delta target {self.path} already holds batches 0 to {done} of "
+                    f"{self.app_id}, but the query's checkpoint is new: its batches 0 to {done} "
+                    "would be skipped as written. Restore the checkpoint, or write to a new "
+                    "path (or under another pipeline name)"
+                )
+                raise ValueError(msg)
             return arrow
         local = Path(self.path) if "://" not in self.path else None
         if local is not None and local.exists() and (not local.is_dir() or any(local.iterdir())):
@@ -361,6 +373,7 @@ def target(spec: Any, ctx: Any) -> DeltaTarget:
         window_groups=None if ctx.window_groups is None else tuple(ctx.window_groups),
         changelog=ctx.changelog, by_group=ctx.by_group,
         storage_options=dict(spec.options), time_zone=_session_time_zone(),
+        fresh_checkpoint=ctx.fresh_checkpoint,
     )
 
 

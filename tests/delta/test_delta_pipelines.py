@@ -184,6 +184,10 @@ def test_a_table_aggregation_converges_deletes_included(spark, tmp_path, tee):
     before = len(list((tmp_path / "out/accounts_per_region/_delta_log").glob("*.json")))
     run_here(spark, tmp_path, pipeline)
     assert len(list((tmp_path / "out/accounts_per_region/_delta_log").glob("*.json"))) == before
+    # The checkpoint lost: a new one would start at batch 0, which the table holds: refused.
+    shutil.rmtree(tmp_path / ".interlace" / "checkpoints")
+    with pytest.raises(ValueError, match="the query's checkpoint is new"):
+        run_here(spark, tmp_path, pipeline)
 
 
 def test_the_example_runs_as_written_and_reads_back_through_polars_and_duckdb(tmp_path):

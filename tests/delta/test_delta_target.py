@@ -386,3 +386,17 @@ def test_dead_letters_into_delta_are_appended_once_per_batch(tmp_path):
     assert t.write(letters, 3) == 0  # replayed
     assert sorted(DeltaTable(str(tmp_path / "out/letters")).to_pandas()["dead_letter"]) == [
         '{"reason": "late"}', '{"reason": "null_key"}']
+
+
+def test_a_new_checkpoint_on_a_table_holding_its_batches_is_refused(tmp_path):
+    """Its batch ids start at 0 again: they would be skipped as written, silently."""
+    path = str(tmp_path / "t")
+    first = DeltaTarget(path, "p")
+    first.prepare(JOINED)
+    for b in range(3):
+        first.write(joined_frame(), b)
+    with pytest.raises(ValueError, match=r"already holds batches 0 to 2 of interlace.p, but "
+                                         r"the query's checkpoint is new"):
+        DeltaTarget(path, "p", fresh_checkpoint=True).prepare(JOINED)
+    DeltaTarget(path, "q", fresh_checkpoint=True).prepare(JOINED)  # another pipeline: fine
+    DeltaTarget(path, "p").prepare(JOINED)  # the same checkpoint continuing: fine
